@@ -1,0 +1,160 @@
+// `kakeya bench verify`: the cost of one forward over N rows (a speculative
+// verify step of N-1 drafted tokens, or a prefill chunk of N), against one row
+// and against the machine's memory roofline (DESIGN.md "Performance model").
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "commands.h"
+#include "kernels/cpu/matmul.h"
+#include "model/context.h"
+#include "roofline.h"
+
+namespace kakeya::cli {
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  std::vector<int> rows = {1, 2, 4, 8, 16};
+  int threads = 0;
+  int reps = 10;
+  int context = 64;
+  bool json = false;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// The SIMD-related CPU flags (avx2, fma, f16c, avx512*, ...).
+std::vector<std::string> CpuFeatures() {
+  std::ifstream in("/proc/cpuinfo");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) {
+      if (w.rfind("avx", 0) == 0 || w == "fma" || w == "f16c" || w.rfind("amx", 0) == 0) out.push_back(w);
+    }
+    break;
+  }
+  return out;
+}
+
+int BenchVerify(const BenchFlags& f) {
+  if (f.rows.empty()) Fail("--rows is empty");
+  for (int n : f.rows) {
+    if (n < 1 || n > 4096) Fail("--rows value ", n, " is out of range (1 .. 4096)");
+  }
+  if (f.reps < 1 || f.reps > 100000) Fail("--reps ", f.reps, " is out of range");
+  if (f.context < 0) Fail("--context ", f.context, " is negative");
+
+  const std::unique_ptr<Model> model = Model::Load(f.model);
+  const HParams& hp = model->hparams();
+  const int max_rows = *std::max_element(f.rows.begin(), f.rows.end());
+  ContextOptions copts;
+  copts.n_threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  copts.max_batch = std::max(max_rows, std::min(f.context, 512));
+  copts.max_logit_rows = max_rows;
+  copts.n_ctx = f.context + max_rows;
+  Context ctx(*model, copts);
+
+  // A fixed pseudo-random prefix, so attention has something to read.
+  std::vector<TokenId> tokens(std::max(f.context, max_rows));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<TokenId>((i * 7919 + 13) % hp.n_vocab);
+  for (int start = 0; start < f.context; start += copts.max_batch) {
+    const int n = std::min(copts.max_batch, f.context - start);
+    ctx.Forward(std::span<const TokenId>(tokens).subspan(start, n), false);
+  }
+
+  if (!f.json) std::fprintf(stderr, "measuring memory read bandwidth...\n");
+  const double roofline_gbps = MeasureReadBandwidthGBps(ctx.pool());
+  const double weight_gb = model->weight_bytes() / 1e9;
+
+  // Alternate the row counts within each repetition so that machine noise
+  // spreads evenly over them; the first repetition is a warm-up.
+  std::vector<std::vector<double>> ms(f.rows.size());
+  for (int rep = 0; rep <= f.reps; ++rep) {
+    for (size_t k = 0; k < f.rows.size(); ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ctx.Forward(std::span<const TokenId>(tokens).first(f.rows[k]), true);
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      ctx.TruncateTo(f.context);
+      if (rep > 0) ms[k].push_back(t);
+    }
+  }
+
+  nlohmann::json out;
+  out["cpu"] = CpuModel();
+  out["features"] = CpuFeatures();
+  out["target"] = ActiveCpuTarget();
+  out["threads"] = copts.n_threads;
+  out["model"] = f.model;
+  out["weight_gb"] = weight_gb;
+  out["context"] = f.context;
+  out["roofline_gbps"] = roofline_gbps;
+  out["rows"] = nlohmann::json::array();
+  double ms_one = 0;
+  for (size_t k = 0; k < f.rows.size(); ++k) {
+    if (f.rows[k] == 1) ms_one = Median(ms[k]);
+  }
+  for (size_t k = 0; k < f.rows.size(); ++k) {
+    const double m = Median(ms[k]);
+    out["rows"].push_back({{"n", f.rows[k]},
+                           {"ms", m},
+                           {"ratio", ms_one > 0 ? m / ms_one : 0.0},
+                           {"gbps", weight_gb / (m / 1000.0)},
+                           {"tok_s", f.rows[k] * 1000.0 / m}});
+  }
+
+  if (f.json) {
+    std::puts(out.dump().c_str());
+    return 0;
+  }
+  std::printf("cpu: %s | target %s | %d threads\n", out["cpu"].get<std::string>().c_str(),
+              ActiveCpuTarget(), copts.n_threads);
+  std::printf("model: %s (%.2f GB of weights read per step) | context %d\n", f.model.c_str(), weight_gb, f.context);
+  std::printf("memory roofline (streaming read): %.1f GB/s\n", roofline_gbps);
+  std::printf("%6s %10s %8s %10s %9s %10s\n", "rows", "ms", "ratio", "tok/s", "GB/s", "roofline");
+  for (const auto& r : out["rows"]) {
+    const double gbps = r["gbps"].get<double>();
+    std::printf("%6d %10.2f %8.2f %10.1f %9.1f %9.0f%%\n", r["n"].get<int>(), r["ms"].get<double>(),
+                r["ratio"].get<double>(), r["tok_s"].get<double>(), gbps, 100.0 * gbps / roofline_gbps);
+  }
+  if (ms_one == 0) std::printf("(ratios need rows=1 in --rows)\n");
+  return 0;
+}
+
+}  // namespace
+
+Runner AddBenchCommand(CLI::App& app) {
+  app.require_subcommand(1);
+  CLI::App* verify = app.add_subcommand(
+      "verify", "Time one forward over N rows (median of reps) vs one row and the memory roofline");
+  auto f = std::make_shared<BenchFlags>();
+  verify->add_option("-m,--model", f->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  verify->add_option("--rows", f->rows, "Row counts to time (comma separated)")->delimiter(',')->capture_default_str();
+  verify->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+  verify->add_option("--reps", f->reps, "Timed repetitions per row count, after one warm-up")->capture_default_str();
+  verify->add_option("--context", f->context, "Tokens already in the cache when the rows run")->capture_default_str();
+  verify->add_flag("--json", f->json, "Print one JSON object");
+  return [f] { return BenchVerify(*f); };
+}
+
+}  // namespace kakeya::cli

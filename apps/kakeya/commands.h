@@ -1,0 +1,22 @@
+// The `kakeya` subcommands. Each registers its options on the CLI11 app and
+// returns a runner; main() handles errors uniformly (exit code 2 for bad
+// input, with the message on stderr).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace kakeya::cli {
+
+using Runner = std::function<int()>;
+
+Runner AddRunCommand(CLI::App& app);
+Runner AddTokenizeCommand(CLI::App& app);
+Runner AddBenchCommand(CLI::App& app);
+
+// Reads the prompt from -p TEXT or -f FILE (exactly one must be given).
+std::string ReadPrompt(const std::string& text, const std::string& file);
+
+}  // namespace kakeya::cli

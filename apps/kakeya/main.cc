@@ -1,0 +1,48 @@
+#include <cstdio>
+#include <exception>
+#include <map>
+
+#include "commands.h"
+#include "base/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kakeya: local LLM inference with lossless speculative decoding.\n"
+      "Runs GGUF models (llama, qwen2, qwen3) on the CPU."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kakeya 0.1.0");
+  std::map<CLI::App*, kakeya::cli::Runner> runners;
+  auto add = [&](const char* name, const char* help, auto add_command) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    runners[sub] = add_command(*sub);
+  };
+  add("run", "Generate text from a prompt", kakeya::cli::AddRunCommand);
+  add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
+  add("bench", "Measure speed: `kakeya bench verify -m MODEL`", kakeya::cli::AddBenchCommand);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  for (const auto& [sub, run] : runners) {
+    if (!sub->parsed()) continue;
+    try {
+      return run();
+    } catch (const kakeya::Error& e) {
+      std::fprintf(stderr, "kakeya: error: %s\n", e.what());
+      return 2;
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "kakeya: error: out of memory\n");
+      return 2;
+    }
+  }
+  return 2;
+}

@@ -1,0 +1,151 @@
+// `kakeya run`: generate from a prompt, streaming text or printing one JSON object.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "commands.h"
+#include "engine/generate.h"
+#include "kernels/cpu/matmul.h"
+
+namespace kakeya::cli {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  int n_predict = 256;
+  float temperature = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  int64_t seed = -1;
+  int threads = 0;
+  int n_ctx = 0;
+  bool ignore_eos = false;
+  int n_top = 0;
+  bool json = false;
+};
+
+int DefaultThreads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int Run(const RunFlags& f) {
+  const std::string prompt_text = ReadPrompt(f.prompt, f.prompt_file);
+  if (f.n_predict < 0) Fail("-n ", f.n_predict, " is negative");
+  if (f.n_top < 0 || f.n_top > 1000) Fail("--top ", f.n_top, " is out of range (0 .. 1000)");
+
+  const auto t_load = std::chrono::steady_clock::now();
+  const std::unique_ptr<Model> model = Model::Load(f.model);
+  const HParams& hp = model->hparams();
+  ContextOptions copts;
+  copts.n_ctx = f.n_ctx > 0 ? f.n_ctx : std::min(hp.n_ctx_train, 4096);
+  if (f.n_ctx < 0) Fail("-c ", f.n_ctx, " is negative");
+  copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  copts.max_batch = std::min(512, copts.n_ctx);
+  copts.max_logit_rows = 1;
+  Context ctx(*model, copts);
+  const double load_ms = MsSince(t_load);
+
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<TokenId> prompt = tok.Encode(prompt_text, true, true);
+
+  GenerateOptions gopts;
+  gopts.n_predict = f.n_predict;
+  gopts.ignore_eos = f.ignore_eos;
+  gopts.n_top = f.n_top;
+  gopts.sampling.temperature = f.temperature;
+  gopts.sampling.top_k = f.top_k;
+  gopts.sampling.top_p = f.top_p;
+  gopts.sampling.min_p = f.min_p;
+  gopts.sampling.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device{}();
+
+  TokenCallback stream;
+  if (!f.json) {
+    std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);
+    std::fflush(stdout);
+    stream = [&](TokenId id) {
+      if (!f.ignore_eos && tok.IsEndOfGeneration(id)) return true;
+      const std::string piece = tok.TokenToPiece(id, false);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    };
+  }
+  const GenerateResult r = Generate(ctx, prompt, gopts, stream);
+
+  const int n_decoded = std::max<int>(0, static_cast<int>(r.tokens.size()) - 1);
+  const double prefill_tok_s = r.prefill_ms > 0 ? prompt.size() * 1000.0 / r.prefill_ms : 0;
+  // The first generated token comes from the prefill's logits; decode steps
+  // are the forwards after it.
+  const double decode_tok_s = r.decode_ms > 0 ? n_decoded * 1000.0 / r.decode_ms : 0;
+
+  if (f.json) {
+    std::string text;
+    for (TokenId id : r.tokens) text += tok.TokenToPiece(id, false);
+    nlohmann::json out;
+    out["prompt_tokens"] = r.prompt_tokens;
+    out["tokens"] = r.tokens;
+    out["text"] = text;
+    out["stop"] = StopReasonName(r.stop);
+    out["seed"] = gopts.sampling.seed;
+    if (f.n_top > 0) {
+      nlohmann::json top = nlohmann::json::array();
+      for (const auto& step : r.top) {
+        nlohmann::json entries = nlohmann::json::array();
+        for (const TopLogit& t : step) entries.push_back({{"id", t.id}, {"logit", t.logit}});
+        top.push_back(entries);
+      }
+      out["top"] = top;
+    }
+    out["timings"] = {{"load_ms", load_ms},
+                      {"prefill_ms", r.prefill_ms},
+                      {"decode_ms", r.decode_ms},
+                      {"prefill_tok_s", prefill_tok_s},
+                      {"decode_tok_s", decode_tok_s}};
+    // Byte tokens may not be valid UTF-8 on their own: replace, don't throw.
+    std::puts(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::printf("\n");
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "kakeya: load %.0f ms | prompt %zu tok, %.1f ms (%.1f tok/s) | generated %zu tok, "
+                 "%.1f ms (%.1f tok/s) | stop: %s | %d threads, %s\n",
+                 load_ms, prompt.size(), r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms,
+                 decode_tok_s, StopReasonName(r.stop), copts.n_threads, ActiveCpuTarget());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner AddRunCommand(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  app.add_option("-m,--model", f->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_option("-p,--prompt", f->prompt, "Prompt text");
+  app.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
+  app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
+  app.add_option("--temp", f->temperature, "Temperature; 0 = greedy")->capture_default_str();
+  app.add_option("--top-k", f->top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
+  app.add_option("--top-p", f->top_p, "Nucleus sampling mass; 1 = off")->capture_default_str();
+  app.add_option("--min-p", f->min_p, "Drop tokens below min-p times the best; 0 = off")->capture_default_str();
+  app.add_option("--seed", f->seed, "Sampling seed; -1 = random")->capture_default_str();
+  app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+  app.add_option("-c,--ctx-size", f->n_ctx, "Context size in tokens (default: min(training context, 4096))");
+  app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
+  app.add_option("--top", f->n_top, "With --json: record the K best raw logits of every step");
+  app.add_flag("--json", f->json, "Print one JSON object instead of streaming text");
+  return [f] { return Run(*f); };
+}
+
+}  // namespace kakeya::cli

@@ -1,0 +1,160 @@
+// MatMul throughput per weight type, SIMD target and number of activation
+// rows (1, 2, 4, 8, 16), 2 threads, weights >= 64 MB so they stream from DRAM.
+// Reports GB/s of weight bytes (cost(L rows) / cost(1 row) = ratio of times).
+// Also: a streaming-read roofline (sum of a 1 GB buffer, 2 threads).
+//
+//   build-kern/bin/matmul_bench --benchmark_filter='MatMul/(F16|Q8_0|Q4_K)/avx512_vnni'
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matmul.h"
+
+namespace kakeya {
+namespace {
+
+constexpr int64_t kNIn = 8192;
+constexpr int64_t kMinWeightBytes = 64ll << 20;
+constexpr int kThreads = 2;
+
+ThreadPool& Pool() {
+  static ThreadPool pool(kThreads);
+  return pool;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, AlignedFree>;
+Buffer Alloc(size_t bytes) {
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  return Buffer(p);
+}
+
+// A weight matrix of >= 64 MB: 64 properly quantized random rows, repeated.
+struct Weights {
+  WeightMatrix w;
+  Buffer bytes;
+};
+const Weights& GetWeights(DType type) {
+  static std::map<DType, Weights> cache;
+  auto it = cache.find(type);
+  if (it != cache.end()) return it->second;
+  const int64_t row_bytes = RowBytes(type, kNIn);
+  const int64_t n_out = (kMinWeightBytes + row_bytes - 1) / row_bytes;
+  Weights& out = cache[type];
+  out.bytes = Alloc(static_cast<size_t>(n_out * row_bytes));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 0.05f);
+  std::vector<float> src(kNIn);
+  constexpr int kDistinct = 64;
+  for (int64_t o = 0; o < n_out; ++o) {
+    if (o < kDistinct) {
+      for (auto& v : src) v = normal(rng);
+      QuantizeRow(type, src.data(), out.bytes.get() + o * row_bytes, kNIn);
+    } else {
+      std::memcpy(out.bytes.get() + o * row_bytes, out.bytes.get() + (o % kDistinct) * row_bytes,
+                  static_cast<size_t>(row_bytes));
+    }
+  }
+  out.w = {type, kNIn, n_out, out.bytes.get(), row_bytes};
+  return out;
+}
+
+void BM_MatMul(benchmark::State& state, DType type, std::string target) {
+  const int n_rows = static_cast<int>(state.range(0));
+  ForceCpuTarget(target);
+  const Weights& weights = GetWeights(type);
+  std::vector<float> x(static_cast<size_t>(n_rows * kNIn)), y(n_rows * weights.w.n_out);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (auto& v : x) v = normal(rng);
+  Buffer scratch = Alloc(MatMulScratchBytes(type, kNIn, n_rows) + 64);
+  MatMul(weights.w, x.data(), n_rows, y.data(), scratch.get(), Pool());  // warm-up
+  for (auto _ : state) {
+    MatMul(weights.w, x.data(), n_rows, y.data(), scratch.get(), Pool());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(weights.w.n_out * weights.w.row_bytes);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows"] = n_rows;
+  state.SetLabel(std::string(NameOf(type)) + " " + target + " " +
+                 std::to_string(weights.w.n_out) + "x" + std::to_string(kNIn));
+}
+
+// Streaming read of a 1 GB buffer by 2 threads with the widest loads this CPU
+// has: the memory roofline the matmul is measured against.
+__attribute__((target("avx512f"))) double SumAvx512(const float* p, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+__attribute__((target("avx2"))) double SumAvx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+  }
+  alignas(32) float v[8];
+  _mm256_store_ps(v, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  return v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+}
+
+void BM_StreamRoofline(benchmark::State& state) {
+  constexpr int64_t kBytes = 1ll << 30, kFloats = kBytes / 4, kChunks = 64;
+  Buffer buf = Alloc(kBytes);
+  auto* f = reinterpret_cast<float*>(buf.get());
+  Pool().Run(kChunks, [&](int64_t c, int) {  // first touch by the pool's threads
+    std::memset(f + c * (kFloats / kChunks), 0, kBytes / kChunks);
+  });
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  double sink[kChunks];
+  for (auto _ : state) {
+    Pool().Run(kChunks, [&](int64_t c, int) {
+      const float* p = f + c * (kFloats / kChunks);
+      sink[c] = avx512 ? SumAvx512(p, kFloats / kChunks) : SumAvx2(p, kFloats / kChunks);
+    });
+    benchmark::DoNotOptimize(sink);
+  }
+  state.SetBytesProcessed(kBytes * state.iterations());
+  state.counters["GBps"] = benchmark::Counter(kBytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(avx512 ? "avx512 loads" : "avx2 loads");
+}
+
+int Register() {
+  benchmark::RegisterBenchmark("StreamRoofline/1GB", BM_StreamRoofline)->UseRealTime()->MinTime(1.0);
+  const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_K, DType::kF32,
+                         DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
+                         DType::kQ5_1, DType::kQ5_K, DType::kQ6_K};
+  for (DType type : types) {
+    for (const std::string& target : SupportedCpuTargets()) {
+      benchmark::RegisterBenchmark(
+          ("MatMul/" + std::string(NameOf(type)) + "/" + target).c_str(),
+          [type, target](benchmark::State& s) { BM_MatMul(s, type, target); })
+          ->ArgName("rows")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
+          ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
+    }
+  }
+  return 0;
+}
+const int registered = Register();
+
+}  // namespace
+}  // namespace kakeya

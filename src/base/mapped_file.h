@@ -1,0 +1,29 @@
+// A read-only memory-mapped file. Model weights are used in place from the
+// mapping (DESIGN.md invariant 4): nothing is copied at load.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kakeya {
+
+class MappedFile {
+ public:
+  // Throws Error naming the path and the OS reason when the file cannot be opened.
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace kakeya

@@ -1,0 +1,89 @@
+#include "base/thread_pool.h"
+
+#include <chrono>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+#define KAKEYA_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+#define KAKEYA_PAUSE() asm volatile("yield")
+#else
+#define KAKEYA_PAUSE() \
+  do {                 \
+  } while (0)
+#endif
+
+namespace kakeya {
+namespace {
+// How long an idle worker spins before sleeping. Decode steps issue a few
+// hundred Run() calls back to back; sleeping between them costs a futex wake
+// (~5-20 us) each, spinning costs a core that would otherwise idle.
+constexpr auto kSpinTime = std::chrono::microseconds(2000);
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+  workers_.reserve(n_threads_ - 1);
+  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::Drain(int thread) {
+  for (;;) {
+    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
+    if (task >= n_tasks_) return;
+    fn_(ctx_, task, thread);
+  }
+}
+
+void ThreadPool::RunErased(int64_t n_tasks, void* ctx, TaskFn fn) {
+  ctx_ = ctx;
+  fn_ = fn;
+  n_tasks_ = n_tasks;
+  next_task_.store(0, std::memory_order_relaxed);
+  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  Drain(0);
+  // Yield now and then: with more threads than free cores (a busy machine), a
+  // worker we wait for may need our core to finish.
+  for (int spins = 1; busy_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+    KAKEYA_PAUSE();
+    if ((spins & 255) == 0) std::this_thread::yield();
+  }
+}
+
+void ThreadPool::WorkerLoop(int thread) {
+  uint64_t seen = 0;
+  for (;;) {
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen) {
+      KAKEYA_PAUSE();
+      if ((++spins & 255) != 0) continue;
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > spin_until) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        break;
+      }
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    Drain(thread);
+    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace kakeya

@@ -1,0 +1,50 @@
+// Plain (autoregressive) generation on one Context: chunked prefill of the
+// prompt, then one token per forward step until a stop condition.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/context.h"
+#include "sampling/sampler.h"
+
+namespace kakeya {
+
+struct GenerateOptions {
+  int n_predict = 256;       // tokens to generate at most
+  bool ignore_eos = false;   // keep going past end-of-generation tokens
+  int n_top = 0;             // record the n_top best raw logits of every step
+  SamplingParams sampling;
+};
+
+struct TopLogit {
+  TokenId id;
+  float logit;
+};
+
+enum class StopReason { kLength, kEndOfGeneration, kContextFull };
+const char* StopReasonName(StopReason r);
+
+struct GenerateResult {
+  std::vector<TokenId> prompt_tokens;
+  std::vector<TokenId> tokens;              // generated ids, end-of-generation token included
+  std::vector<std::vector<TopLogit>> top;   // per generated step when n_top > 0
+  StopReason stop = StopReason::kLength;
+  double prefill_ms = 0;
+  double decode_ms = 0;   // from the first decode step to the last token
+};
+
+// Called with each generated token as soon as it is chosen; return false to stop.
+using TokenCallback = std::function<bool(TokenId)>;
+
+// The n best logits, highest first, ties by lower id.
+std::vector<TopLogit> TopLogits(std::span<const float> logits, int n);
+
+// Generates after `prompt` (which must not be empty) on a context whose cache
+// is cleared first. Throws Error for a prompt that does not fit the context.
+GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
+                        const GenerateOptions& options, const TokenCallback& on_token);
+
+}  // namespace kakeya

@@ -1,0 +1,238 @@
+// MatMul entry point: scratch layout, activation quantization, the split of
+// output columns over threads and the choice of SIMD target.
+#include "kernels/cpu/matmul.h"
+
+#include "kernels/cpu/matmul_internal.h"  // first hwy-related include (target set)
+
+#include <hwy/targets.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/error.h"
+#include "kernels/cpu/blocks.h"
+
+namespace kakeya {
+
+#if HWY_TARGETS & HWY_AVX3_DL
+KAKEYA_DECLARE_KERNELS(N_AVX3_DL)
+#endif
+#if HWY_TARGETS & HWY_AVX3
+KAKEYA_DECLARE_KERNELS(N_AVX3)
+#endif
+#if HWY_TARGETS & HWY_AVX2
+KAKEYA_DECLARE_KERNELS(N_AVX2)
+#endif
+#if HWY_TARGETS & HWY_NEON
+KAKEYA_DECLARE_KERNELS(N_NEON)
+#endif
+#if HWY_TARGETS & HWY_EMU128
+KAKEYA_DECLARE_KERNELS(N_EMU128)
+#endif
+#if HWY_TARGETS & HWY_SCALAR
+KAKEYA_DECLARE_KERNELS(N_SCALAR)
+#endif
+
+namespace {
+
+struct CpuTarget {
+  const char* name;  // KAKEYA_CPU_TARGET value
+  int64_t hwy_target;
+  MatMulKernel (*float_kernel)(DType);
+  MatMulKernel (*legacy_kernel)(DType);
+  MatMulKernel (*kquant_kernel)(DType);
+};
+
+#define KAKEYA_TARGET(name, bit, NS) \
+  {name, bit, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel},
+
+// Best first. The portable target is last and always supported.
+constexpr CpuTarget kTargets[] = {
+#if HWY_TARGETS & HWY_AVX3_DL
+    KAKEYA_TARGET("avx512_vnni", HWY_AVX3_DL, N_AVX3_DL)
+#endif
+#if HWY_TARGETS & HWY_AVX3
+    KAKEYA_TARGET("avx512", HWY_AVX3, N_AVX3)
+#endif
+#if HWY_TARGETS & HWY_AVX2
+    KAKEYA_TARGET("avx2", HWY_AVX2, N_AVX2)
+#endif
+#if HWY_TARGETS & HWY_NEON
+    KAKEYA_TARGET("neon", HWY_NEON, N_NEON)
+#endif
+#if HWY_TARGETS & HWY_EMU128
+    KAKEYA_TARGET("scalar", HWY_EMU128, N_EMU128)
+#endif
+#if HWY_TARGETS & HWY_SCALAR
+    KAKEYA_TARGET("scalar", HWY_SCALAR, N_SCALAR)
+#endif
+};
+#undef KAKEYA_TARGET
+
+bool IsSupported(const CpuTarget& t) { return (hwy::SupportedTargets() & t.hwy_target) != 0; }
+
+std::string ValidTargetNames() {
+  std::string names;
+  for (const CpuTarget& t : kTargets) {
+    if (!IsSupported(t)) continue;
+    if (!names.empty()) names += ", ";
+    names += t.name;
+  }
+  return names;
+}
+
+int FindTarget(const std::string& name) {
+  for (size_t i = 0; i < std::size(kTargets); ++i) {
+    if (name == kTargets[i].name && IsSupported(kTargets[i])) return static_cast<int>(i);
+  }
+  Fail("unknown or unsupported CPU target '", name, "'; valid on this CPU: ", ValidTargetNames());
+}
+
+// Index into kTargets: KAKEYA_CPU_TARGET if set, else the best supported one.
+int InitialTarget() {
+  if (const char* env = std::getenv("KAKEYA_CPU_TARGET"); env != nullptr && *env != '\0') {
+    return FindTarget(env);
+  }
+  for (size_t i = 0; i < std::size(kTargets); ++i) {
+    if (IsSupported(kTargets[i])) return static_cast<int>(i);
+  }
+  return static_cast<int>(std::size(kTargets)) - 1;
+}
+
+std::atomic<int>& TargetIndex() {
+  static std::atomic<int> index{InitialTarget()};
+  return index;
+}
+
+bool IsLegacyQuant(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_1 || t == DType::kQ5_0 ||
+         t == DType::kQ5_1;
+}
+bool IsKQuant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K; }
+
+constexpr size_t kAlign = 64;
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Quantizes one activation row to 32-element blocks (ActQ8). Only this row's
+// values are read, so the result does not depend on the batch.
+void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d8, float* s8) {
+  for (int64_t b = 0; b < n_in / kQK; ++b) {
+    const float* xb = x + b * kQK;
+    float amax = 0;
+    for (int k = 0; k < kQK; ++k) amax = std::max(amax, std::fabs(xb[k]));
+    const float d = amax / 127, id = amax != 0 ? 127 / amax : 0;
+    int sum = 0;
+    for (int k = 0; k < kQK; ++k) {
+      const int q = std::clamp(NearestInt(xb[k] * id), -127, 127);
+      qs[b * kQK + k] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    for (int l = 0; l < 8; ++l) {
+      d8[b * 8 + l] = d;
+      s8[b * 8 + l] = 0;
+    }
+    s8[b * 8] = d * static_cast<float>(sum);
+  }
+}
+
+// Q8_K as llama.cpp's quantize_row_q8_K_ref (FORMATS.md 2.3).
+void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < n_in / kQKK; ++b) {
+    const float* xb = x + b * kQKK;
+    float amax = 0, vmax = 0;
+    for (int k = 0; k < kQKK; ++k) {
+      if (std::fabs(xb[k]) > amax) {
+        amax = std::fabs(xb[k]);
+        vmax = xb[k];
+      }
+    }
+    int8_t* q = qs + b * kQKK;
+    if (amax == 0) {
+      d[b] = 0;
+      std::memset(q, 0, kQKK);
+    } else {
+      const float iscale = -127.f / vmax;
+      for (int k = 0; k < kQKK; ++k) {
+        q[k] = static_cast<int8_t>(std::clamp(NearestInt(iscale * xb[k]), -127, 127));
+      }
+      d[b] = 1 / iscale;
+    }
+    for (int g = 0; g < kQKK / 16; ++g) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += q[16 * g + l];
+      bsums[b * (kQKK / 16) + g] = static_cast<int16_t>(sum);
+    }
+  }
+}
+
+}  // namespace
+
+size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
+  const auto rows = static_cast<size_t>(n_rows), in = static_cast<size_t>(n_in);
+  if (IsLegacyQuant(type)) return AlignUp(rows * in) + 2 * AlignUp(rows * in / 4 * sizeof(float));
+  if (IsKQuant(type)) {
+    return AlignUp(rows * in) + AlignUp(rows * in / kQKK * sizeof(float)) +
+           AlignUp(rows * in / 16 * sizeof(int16_t));
+  }
+  return 0;
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, void* scratch,
+            ThreadPool& pool) {
+  if (n_rows <= 0 || w.n_out <= 0) return;
+  const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
+  MatMulJob job{&w, n_rows, x, {}, {}, y};
+  MatMulKernel kernel = nullptr;
+  auto* base = static_cast<uint8_t*>(scratch);
+  const int64_t n_in = w.n_in;
+  if (IsLegacyQuant(w.type)) {
+    auto* qs = reinterpret_cast<int8_t*>(base);
+    auto* d8 = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
+    float* s8 = d8 + AlignUp(n_rows * n_in / 4 * sizeof(float)) / sizeof(float);
+    pool.Run(n_rows, [&](int64_t r, int) {
+      QuantizeRowQ8(x + r * n_in, n_in, qs + r * n_in, d8 + r * n_in / 4, s8 + r * n_in / 4);
+    });
+    job.q8 = {qs, d8, s8};
+    kernel = target.legacy_kernel(w.type);
+  } else if (IsKQuant(w.type)) {
+    const int64_t nsb = n_in / kQKK;
+    auto* qs = reinterpret_cast<int8_t*>(base);
+    auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
+    auto* bsums = reinterpret_cast<int16_t*>(reinterpret_cast<uint8_t*>(d) +
+                                             AlignUp(n_rows * nsb * sizeof(float)));
+    pool.Run(n_rows, [&](int64_t r, int) {
+      QuantizeRowQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
+    });
+    job.q8k = {qs, d, bsums};
+    kernel = target.kquant_kernel(w.type);
+  } else {
+    kernel = target.float_kernel(w.type);
+  }
+  if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
+
+  // Column chunks of a multiple of 4, about 4 per thread for load balance.
+  // Chunking never changes how a column is computed.
+  const int64_t per_task = (w.n_out + 4 * pool.size() - 1) / (4 * pool.size());
+  const int64_t chunk = std::max<int64_t>(4, (per_task + 3) / 4 * 4);
+  const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
+  pool.Run(n_tasks, [&](int64_t t, int) {
+    kernel(job, t * chunk, std::min(w.n_out, (t + 1) * chunk));
+  });
+}
+
+const char* ActiveCpuTarget() { return kTargets[TargetIndex().load()].name; }
+
+std::vector<std::string> SupportedCpuTargets() {
+  std::vector<std::string> names;
+  for (const CpuTarget& t : kTargets) {
+    if (IsSupported(t)) names.emplace_back(t.name);
+  }
+  return names;
+}
+
+void ForceCpuTarget(const std::string& name) { TargetIndex().store(FindTarget(name)); }
+
+}  // namespace kakeya

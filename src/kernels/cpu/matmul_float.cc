@@ -1,0 +1,124 @@
+// MatMul kernels for F32, F16 and BF16 weights, compiled once per SIMD target.
+//
+// Tile: kCols weight rows x kRows activation rows. Each step converts one
+// vector of every weight row in the tile to F32 (vcvtph2ps / bf16 shift) and
+// feeds it to all kRows activation rows, so weights are read once per tile.
+// Every (row, column) pair owns one vector accumulator: lane l sums the
+// products at i = l mod Lanes in order of i, with one MulAdd per step; the
+// tail is zero-padded to a full vector; lanes are summed by SumOfLanes at the
+// end. This sequence is the same for every tile shape, so a row's result does
+// not depend on the batch or the column split.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_float.cc"
+#include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+HWY_BEFORE_NAMESPACE();
+namespace kakeya {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Enough registers for 4 x 4 accumulators with 32 vector registers (AVX-512);
+// 2 columns with 16 (AVX2, SSE, NEON keeps it modest too).
+constexpr int kRows = 4;
+constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
+constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+
+HWY_INLINE VF LoadW(DF df, const float* p) { return hn::LoadU(df, p); }
+HWY_INLINE VF LoadW(DF df, const hwy::float16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
+}
+HWY_INLINE VF LoadW(DF df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+
+// out[r][c] = dot(w[c][0..n_in), x[r][0..n_in)).
+template <typename T, int kR>
+HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_in,
+                            float (*out)[kCols]) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  VF acc[kR][kCols];
+  for (int r = 0; r < kR; ++r) {
+    for (int c = 0; c < kCols; ++c) acc[r][c] = hn::Zero(df);
+  }
+  const auto step = [&](const T* const* wp, const float* const* xp, int64_t i) HWY_ATTR {
+    VF wv[kCols];
+    for (int c = 0; c < kCols; ++c) wv[c] = LoadW(df, wp[c] + i);
+    for (int r = 0; r < kR; ++r) {
+      const VF xv = hn::LoadU(df, xp[r] + i);
+      for (int c = 0; c < kCols; ++c) acc[r][c] = hn::MulAdd(wv[c], xv, acc[r][c]);
+    }
+  };
+  int64_t i = 0;
+  for (; i + N <= n_in; i += N) step(w, x, i);
+  if (i < n_in) {
+    // Zero-padded copies of the tail: the same MulAdd step on a full vector.
+    T wt[kCols][kMaxLanes] = {};
+    float xt[kR][kMaxLanes] = {};
+    const T* wp[kCols];
+    const float* xp[kR];
+    for (int c = 0; c < kCols; ++c) {
+      std::copy(w[c] + i, w[c] + n_in, wt[c]);
+      wp[c] = wt[c];
+    }
+    for (int r = 0; r < kR; ++r) {
+      std::copy(x[r] + i, x[r] + n_in, xt[r]);
+      xp[r] = xt[r];
+    }
+    step(wp, xp, 0);
+  }
+  for (int r = 0; r < kR; ++r) {
+    for (int c = 0; c < kCols; ++c) out[r][c] = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
+  }
+}
+
+template <typename T>
+void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  for (int64_t o = col_begin; o < col_end; o += kCols) {
+    // Columns past the range repeat the last one (computed, not stored).
+    const T* wr[kCols];
+    for (int c = 0; c < kCols; ++c) {
+      const int64_t col = std::min(o + c, col_end - 1);
+      wr[c] = reinterpret_cast<const T*>(data + col * w.row_bytes);
+    }
+    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows; r0 += kRows) {
+      const int n_rows = static_cast<int>(std::min<int64_t>(kRows, job.n_rows - r0));
+      const float* xr[kRows];
+      for (int r = 0; r < n_rows; ++r) xr[r] = job.x + (r0 + r) * w.n_in;
+      float out[kRows][kCols];
+      switch (n_rows) {
+        case 1: FloatTile<T, 1>(wr, xr, w.n_in, out); break;
+        case 2: FloatTile<T, 2>(wr, xr, w.n_in, out); break;
+        case 3: FloatTile<T, 3>(wr, xr, w.n_in, out); break;
+        default: FloatTile<T, 4>(wr, xr, w.n_in, out); break;
+      }
+      for (int r = 0; r < n_rows; ++r) {
+        for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
+      }
+    }
+  }
+}
+
+MatMulKernel FloatKernel(DType type) {
+  switch (type) {
+    case DType::kF32: return &FloatMatMul<float>;
+    case DType::kF16: return &FloatMatMul<hwy::float16_t>;
+    case DType::kBF16: return &FloatMatMul<hwy::bfloat16_t>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kakeya
+HWY_AFTER_NAMESPACE();

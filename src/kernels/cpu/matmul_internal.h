@@ -1,0 +1,95 @@
+// Internals shared by matmul.cc (scratch, activation quantization, threading,
+// dispatch) and the per-target kernel files matmul_*.cc.
+//
+// A kernel computes y for ALL activation rows and the output columns
+// [col_begin, col_end). Threads get disjoint column ranges; inside a range the
+// kernel walks tiles of up to kCols columns x kRows rows, loading each weight
+// block once per tile and applying it to every row of the tile. The arithmetic
+// of one (row, column) pair is the same sequence of operations whatever the
+// tile shape, so results are batch- and thread-invariant.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+
+// Highway targets we compile for (before any hwy include; matmul.cc and every
+// kernel file include this header first). SSSE3/SSE4 are skipped to keep the
+// 2-core build short: such CPUs run the portable (scalar) target. AVX3_DL
+// (Ice Lake / Zen 4+: AVX-512 VNNI, VBMI...) is opt-in in Highway 1.0.3.
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+
+namespace kakeya {
+
+// Activation rows quantized in 32-element blocks (for Q4_0 .. Q8_0 weights).
+// The F32 block scale is kept (not rounded to F16 like llama.cpp's Q8_0).
+// Scales are stored once per int32 lane of a block's dot product (8 lanes of
+// 4 bytes), so SIMD kernels load them already laid out like their sums.
+struct ActQ8 {
+  const int8_t* qs;  // I8  [n_rows, n_in]: round-half-even(x / d), in -127..127
+  const float* d8;   // F32 [n_rows, n_in / 4]: block scale d = amax / 127, 8 copies
+  const float* s8;   // F32 [n_rows, n_in / 4]: lane 0 = d * sum(qs of block), lanes 1..7 = 0
+};
+
+// Activation rows quantized as llama.cpp's Q8_K (FORMATS.md 2.3), for K-quants.
+struct ActQ8K {
+  const int8_t* qs;      // I8  [n_rows, n_in]
+  const float* d;        // F32 [n_rows, n_in / 256]
+  const int16_t* bsums;  // I16 [n_rows, n_in / 16]: sum of each 16 qs
+};
+
+struct MatMulJob {
+  const WeightMatrix* w;
+  int64_t n_rows;
+  const float* x;  // F32 [n_rows, n_in]
+  ActQ8 q8;        // set for Q4_0 .. Q8_0 weights
+  ActQ8K q8k;      // set for K-quant weights
+  float* y;        // F32 [n_rows, n_out]
+};
+
+using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
+
+// Each kernel file defines, per compiled target namespace, a function returning
+// its kernel for a weight type (nullptr for types it does not handle).
+#define KAKEYA_DECLARE_KERNELS(NS)              \
+  namespace NS {                                \
+  MatMulKernel FloatKernel(DType type);         \
+  MatMulKernel LegacyQuantKernel(DType type);   \
+  MatMulKernel KQuantKernel(DType type);        \
+  }
+
+// Walks the columns [col_begin, col_end) in tiles of kCols and the rows in
+// tiles of kMaxRows (then 4, then 1..3 for the remainder), calling
+//   tile(w_rows, r0, n_rows, out)
+// where w_rows[c] points at weight row (column) o + c, padded by repeating the
+// last column of the range (computed, not stored), and the tile writes
+// out[r][c] = y of row r0 + r, column o + c. How rows and columns are grouped
+// never changes the arithmetic of a (row, column) pair.
+template <int kCols, int kMaxRows, class Tile>
+void ForEachTile(const MatMulJob& job, int64_t col_begin, int64_t col_end, const Tile& tile) {
+  const WeightMatrix& w = *job.w;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  for (int64_t o = col_begin; o < col_end; o += kCols) {
+    const uint8_t* w_rows[kCols];
+    for (int c = 0; c < kCols; ++c) w_rows[c] = data + std::min(o + c, col_end - 1) * w.row_bytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows;) {
+      const int64_t left = job.n_rows - r0;
+      const int n_rows = static_cast<int>(left >= kMaxRows ? kMaxRows : left >= 4 ? 4 : left);
+      float out[kMaxRows][kCols];
+      tile(w_rows, r0, n_rows, out);
+      for (int r = 0; r < n_rows; ++r) {
+        for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
+      }
+      r0 += n_rows;
+    }
+  }
+}
+
+}  // namespace kakeya

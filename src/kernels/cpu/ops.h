@@ -1,0 +1,44 @@
+// Row-wise operations of a transformer layer. Every function works on one row
+// (one token) at a time with a fixed reduction order, so a row's result never
+// depends on the other rows of the batch or on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace kakeya {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; w may be null (no weight).
+// The sum of squares is taken in double, as ggml does. out may alias x.
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out);
+
+// Rotary position embedding of one token's heads, in place.
+// x: F32 [n_heads, head_dim]. Pairs (x[2i], x[2i+1]) when `adjacent_pairs`
+// (ggml mode NORM, llama), else (x[i], x[i + n_rot/2]) (NEOX: qwen, gemma).
+// theta_i = pos * base^(-2i/n_rot), iterated in float as ggml does, divided by
+// freq_factors[i] when given. Elements >= n_rot pass through.
+void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base,
+          const float* freq_factors, bool adjacent_pairs);
+
+// out[i] = silu(gate[i]) * up[i]. out may alias gate.
+void SiluMul(const float* gate, const float* up, int n, float* out);
+
+// x[i] += y[i]
+void AddInPlace(float* x, const float* y, int n);
+
+// Attention of one query row over keys [0, n_keys) of one sequence's cache,
+// all heads. q: F32 [n_head, head_dim]; k_cache: F32 [n_keys, n_head_kv,
+// head_dim] with row stride k_stride floats; v likewise with value_dim.
+// Query head h reads KV head h / (n_head / n_head_kv). `scores` is scratch of
+// n_keys floats. out: F32 [n_head, value_dim].
+struct AttentionShape {
+  int n_head;
+  int n_head_kv;
+  int head_dim;
+  int value_dim;
+  float scale;  // multiplies q.k before softmax
+};
+void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
+                   int64_t k_stride, const float* v_cache, int64_t v_stride, int n_keys,
+                   float* scores, float* out);
+
+}  // namespace kakeya

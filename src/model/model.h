@@ -1,0 +1,87 @@
+// A loaded model: hyper-parameters, tokenizer and weights bound in place from
+// the memory-mapped GGUF. Immutable after Load(); per-sequence state (KV cache,
+// scratch) lives in a Context (model/context.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "kernels/cpu/matmul.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kakeya {
+
+enum class RopeStyle {
+  kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
+  kNeox,    // rotate halves (x[i], x[i + d/2]): qwen2/3, gemma
+};
+
+struct HParams {
+  std::string arch;  // general.architecture
+  int n_vocab = 0;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;    // key_length (defaults to n_embd / n_head)
+  int value_dim = 0;   // value_length (defaults to head_dim)
+  int n_ff = 0;
+  int n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  float rope_base = 10000.0f;
+  int rope_dims = 0;  // rotated dimensions per head (rope.dimension_count, else head_dim)
+  RopeStyle rope_style = RopeStyle::kNormal;
+  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
+  bool tied_output = false;   // output projection is token_embd
+};
+
+// One decoder layer's weights. Shapes in GGUF order [ne0 = n_in, ne1 = n_out].
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // F32 [n_embd]
+  WeightMatrix wq;                   // [n_embd, n_head * head_dim]
+  WeightMatrix wk;                   // [n_embd, n_head_kv * head_dim]
+  WeightMatrix wv;                   // [n_embd, n_head_kv * value_dim]
+  WeightMatrix wo;                   // [n_head * value_dim, n_embd]
+  const float* bq = nullptr;         // F32 [n_head * head_dim] (qwen2 only)
+  const float* bk = nullptr;         // F32 [n_head_kv * head_dim]
+  const float* bv = nullptr;         // F32 [n_head_kv * value_dim]
+  const float* q_norm = nullptr;     // F32 [head_dim] (qk_norm)
+  const float* k_norm = nullptr;     // F32 [head_dim]
+  const float* ffn_norm = nullptr;   // F32 [n_embd]
+  WeightMatrix w_gate;               // [n_embd, n_ff]
+  WeightMatrix w_up;                 // [n_embd, n_ff]
+  WeightMatrix w_down;               // [n_ff, n_embd]
+};
+
+class Model {
+ public:
+  // Maps the file, reads hyper-parameters and the tokenizer, binds every
+  // tensor (checking names, shapes and types). Throws Error naming the file
+  // and the key or tensor at fault.
+  static std::unique_ptr<Model> Load(const std::string& path);
+
+  const HParams& hparams() const { return hp_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& gguf() const { return *gguf_; }
+  const std::string& path() const { return path_; }
+
+  WeightMatrix token_embd;           // [n_embd, n_vocab]
+  const float* output_norm = nullptr;  // F32 [n_embd]
+  WeightMatrix output;               // [n_embd, n_vocab] (== token_embd when tied)
+  const float* rope_freqs = nullptr;  // F32 [rope_dims / 2] frequency divisors, optional
+  std::vector<LayerWeights> layers;
+
+  // Bytes of weights one forward step reads (for bandwidth figures).
+  size_t weight_bytes() const;
+
+ private:
+  Model() = default;
+  std::string path_;
+  std::unique_ptr<GgufFile> gguf_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  HParams hp_;
+};
+
+}  // namespace kakeya

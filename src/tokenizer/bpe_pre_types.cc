@@ -1,0 +1,72 @@
+#include "tokenizer/bpe_pre_types.h"
+
+#include <vector>
+
+#include "base/error.h"
+
+namespace kakeya {
+namespace {
+
+// The regexes exactly as llama.cpp's llm_tokenizer_bpe constructor lists them.
+constexpr const char* kGpt2 =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)";
+constexpr const char* kLlama3 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kQwen2 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kThreeDigits = "[0-9][0-9][0-9]";
+
+struct Entry {
+  std::vector<std::string_view> names;
+  std::vector<const char*> regexes;
+  bool ignore_merges;
+  bool add_bos;
+  bool clean_spaces;
+};
+
+// Names and flags as in llama_vocab::impl::load, regexes as in the
+// llm_tokenizer_bpe constructor. Only types whose regexes we reproduce are
+// listed; the others (deepseek-llm, deepseek-v3, bloom, chatglm, tekken,
+// gpt-4o, ...) are rejected rather than tokenized subtly wrong.
+const Entry kEntries[] = {
+    {{"default"},
+     {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", kThreeDigits},
+     false, false, true},
+    {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
+      "mellum", "exaone4", "mpt", "olmo", "jais"},
+     {kGpt2}, false, false, true},
+    {{"trillion", "granite-docling"}, {kGpt2}, false, false, false},
+    // llama.cpp's LLAMA3 type also turns on ignore_merges and add_bos.
+    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
+     {kLlama3}, true, true, true},
+    {{"dbrx", "smaug-bpe"}, {kLlama3}, false, false, true},
+    {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan"}, {kQwen2}, false, false, false},
+    {{"stablelm2", "megrez"}, {kQwen2}, false, false, true},
+    {{"deepseek-coder"},
+     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
+     false, false, false},
+    {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {"\\p{N}", kGpt2}, false, false, true},
+    {{"command-r", "smollm"}, {"\\p{N}", kGpt2}, false, false, false},
+    {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, kThreeDigits}, false, false, true},
+};
+
+}  // namespace
+
+BpePreType FindBpePreType(std::string_view name) {
+  std::string supported;
+  for (const Entry& entry : kEntries) {
+    for (std::string_view candidate : entry.names) {
+      if (candidate == name) {
+        return BpePreType{std::vector<std::string>(entry.regexes.begin(), entry.regexes.end()),
+                          entry.ignore_merges, entry.add_bos, entry.clean_spaces};
+      }
+      supported += supported.empty() ? "" : ", ";
+      supported += candidate;
+    }
+  }
+  Fail("tokenizer.ggml.pre: unknown pre-tokenizer '", name, "'; supported: ", supported);
+}
+
+}  // namespace kakeya

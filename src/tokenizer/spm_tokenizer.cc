@@ -1,0 +1,223 @@
+#include "tokenizer/spm_tokenizer.h"
+
+#include <cctype>
+#include <cstdio>
+#include <queue>
+
+#include "base/error.h"
+#include "gguf/gguf.h"
+#include "tokenizer/utf8.h"
+
+namespace kakeya {
+namespace {
+
+constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581 "▁"
+
+std::vector<float> ReadScores(const GgufFile& gguf, size_t n_tokens) {
+  constexpr std::string_view kKey = "tokenizer.ggml.scores";
+  const GgufValue* value = gguf.Find(kKey);
+  if (value == nullptr) return std::vector<float>(n_tokens, 0.0f);
+  std::vector<float> scores;
+  if (value->type == GgufType::kArray && value->elem_type != GgufType::kFloat32 &&
+      value->elem_type != GgufType::kFloat64) {
+    for (int64_t s : gguf.GetIntArray(kKey)) scores.push_back(static_cast<float>(s));
+  } else {
+    scores = gguf.GetF32Array(kKey);
+  }
+  if (scores.size() != n_tokens) {
+    Fail(kKey, ": ", scores.size(), " entries for ", n_tokens, " tokens (tokenizer.ggml.tokens)");
+  }
+  return scores;
+}
+
+std::string EscapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  for (char c : text) {
+    if (c == ' ') {
+      out += kEscapedSpace;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string UnescapeSpaces(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    if (text.substr(pos, kEscapedSpace.size()) == kEscapedSpace) {
+      out += ' ';
+      pos += kEscapedSpace.size();
+    } else {
+      out += text[pos++];
+    }
+  }
+  return out;
+}
+
+// The byte of a "<0xXX>" token, or -1 if the text has another form.
+int ParseByteToken(std::string_view text) {
+  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
+  int value = 0;
+  for (char c : text.substr(3, 2)) {
+    const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                      : (c >= 'A' && c <= 'F')                   ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f')                   ? c - 'a' + 10
+                                                                 : -1;
+    if (digit < 0) return -1;
+    value = value * 16 + digit;
+  }
+  return value;
+}
+
+// A run of the text; merged symbols are always contiguous.
+struct Symbol {
+  int prev;
+  int next;
+  size_t start;
+  size_t size;  // 0 once merged into its left neighbour
+};
+
+struct Bigram {
+  float score;
+  int left;
+  int right;
+  size_t size;  // byte size of the merged text when pushed; stale entries differ
+};
+
+// Highest score first; ties go to the leftmost pair (llama.cpp's llm_bigram_spm::comparator).
+struct LowerPriority {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.score < b.score || (a.score == b.score && a.left > b.left);
+  }
+};
+
+}  // namespace
+
+SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
+  // llama.cpp's SPM defaults: BOS 1, EOS 2, add_bos true.
+  LoadVocab(gguf, 1, 2, true);
+  scores_ = ReadScores(gguf, texts_.size());
+  // Gemma GGUFs set this false; llama's default is true.
+  add_space_prefix_ = gguf.FindBool("tokenizer.ggml.add_space_prefix").value_or(true);
+  for (TokenId id = 0; id < n_vocab(); ++id) {
+    if (types_[id] == kTokenByte && ParseByteToken(texts_[id]) < 0) {
+      Fail("tokenizer.ggml.token_type: token ", id, " '", texts_[id],
+           "' is a BYTE token but not of the form <0xXX>");
+    }
+  }
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+    const TokenId id = FindToken(hex);
+    byte_tokens_[b] = id >= 0 ? id : FindToken(std::string(1, static_cast<char>(b)));
+  }
+}
+
+std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_special,
+                                          bool parse_special) const {
+  std::vector<TokenId> out;
+  if (add_special && add_bos_) out.push_back(bos_);
+  // The space prefix goes before the first text and before any text that
+  // follows a special token (llama.cpp's is_prev_special).
+  bool prev_special = true;
+  for (const Fragment& fragment : SplitSpecial(text, parse_special)) {
+    if (fragment.token >= 0) {
+      out.push_back(fragment.token);
+      prev_special = true;
+      continue;
+    }
+    std::string raw;
+    if (add_space_prefix_ && prev_special) raw = " ";
+    raw += fragment.text;
+    Merge(EscapeSpaces(raw), out);
+    prev_special = false;
+  }
+  if (add_special && add_eos_) out.push_back(eos_);
+  return out;
+}
+
+void SpmTokenizer::Merge(std::string_view text, std::vector<TokenId>& out) const {
+  // One symbol per UTF-8 character (a truncated sequence at the end is one symbol).
+  std::vector<Symbol> symbols;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t size = std::min(utf8::SequenceLength(text[pos]), text.size() - pos);
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({index - 1, pos + size == text.size() ? -1 : index + 1, pos, size});
+    pos += size;
+  }
+
+  std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
+  auto try_add = [&](int left, int right) {
+    if (left < 0 || right < 0) return;
+    const size_t size = symbols[left].size + symbols[right].size;
+    const TokenId id = FindToken(text.substr(symbols[left].start, size));
+    if (id >= 0) queue.push({scores_[id], left, right, size});
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
+    left.size += right.size;
+    right.size = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    try_add(left.prev, bigram.left);
+    try_add(bigram.left, left.next);
+  }
+
+  // Every merged symbol is a token; only single characters can be missing.
+  // (llama.cpp's resegment also re-splits via recorded merges, which for that
+  // reason never triggers.)
+  for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
+    const std::string_view symbol = text.substr(symbols[i].start, symbols[i].size);
+    const TokenId id = FindToken(symbol);
+    if (id >= 0) {
+      out.push_back(id);
+    } else {
+      AppendBytes(symbol, out);
+    }
+  }
+}
+
+void SpmTokenizer::AppendBytes(std::string_view symbol, std::vector<TokenId>& out) const {
+  for (char c : symbol) {
+    const uint8_t byte = static_cast<uint8_t>(c);
+    if (byte_tokens_[byte] < 0) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "<0x%02X>", byte);
+      Fail("tokenizer.ggml.tokens: byte fallback needs token ", hex,
+           " (or the 1-byte token), which the vocabulary lacks");
+    }
+    out.push_back(byte_tokens_[byte]);
+  }
+}
+
+std::string SpmTokenizer::TokenToPiece(TokenId id, bool render_special) const {
+  if (id < 0 || id >= n_vocab()) return "";
+  switch (types_[id]) {
+    case kTokenControl:
+    case kTokenUnknown:
+      return render_special ? texts_[id] : "";
+    case kTokenUserDefined:
+      return texts_[id];
+    case kTokenNormal:
+      return UnescapeSpaces(texts_[id]);
+    case kTokenByte:
+      return std::string(1, static_cast<char>(ParseByteToken(texts_[id])));
+    default:
+      return "";  // UNUSED and UNDEFINED are suppressed like llama.cpp does
+  }
+}
+
+std::string SpmTokenizer::Decode(std::span<const TokenId> ids, bool render_special) const {
+  return ConcatenatePieces(ids, render_special);
+}
+
+}  // namespace kakeya

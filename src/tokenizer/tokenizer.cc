@@ -1,0 +1,214 @@
+// Tokenizer::FromGguf and the vocabulary metadata shared by all tokenizer
+// types, following llama.cpp's llama_vocab::impl::load.
+#include "tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <limits>
+#include <set>
+
+#include "base/error.h"
+#include "gguf/gguf.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/spm_tokenizer.h"
+
+namespace kakeya {
+namespace {
+
+constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
+constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
+
+// Texts that llama.cpp treats as end of generation whatever the metadata says
+// (and forces to CONTROL, so they are not rendered as text by default).
+constexpr std::string_view kEndOfGenerationTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",          "<|end_of_text|>",    "<end_of_utterance>",
+};
+
+// Special ids llama.cpp finds by text when their key is missing; found tokens
+// are forced to CONTROL, and some are end of generation. llama.cpp takes the
+// first match in hash-map order when several texts exist; we take the first
+// in list order.
+struct DetectedId {
+  std::vector<std::string_view> keys;  // current name first, then deprecated aliases
+  std::vector<std::string_view> texts;
+  bool end_of_generation;
+};
+
+const DetectedId kDetectedIds[] = {
+    {{"tokenizer.ggml.eot_token_id"},
+     {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+      "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>",
+      "<end_of_utterance>"},
+     true},
+    {{"tokenizer.ggml.eom_token_id"}, {"<|eom_id|>"}, true},
+    {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+      "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+      "<|code_prefix|>"},
+     false},
+    {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+      "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+      "<|code_suffix|>"},
+     false},
+    {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+      "<｜fim▁end｜>", "<MID>", "▁<MID>",
+      "<|code_middle|>"},
+     false},
+    {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}, true},
+    {{"tokenizer.ggml.fim_rep_token_id"},
+     {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
+     true},
+    {{"tokenizer.ggml.fim_sep_token_id"}, {"<|file_sep|>"}, true},
+};
+
+std::vector<int32_t> ReadTypes(const GgufFile& gguf, size_t n_tokens) {
+  // Without the array every token is NORMAL (llama.cpp's default attribute).
+  if (gguf.Find(kTypesKey) == nullptr) return std::vector<int32_t>(n_tokens, kTokenNormal);
+  const std::vector<int64_t> raw = gguf.GetIntArray(kTypesKey);
+  if (raw.size() != n_tokens) {
+    Fail(kTypesKey, ": ", raw.size(), " entries for ", n_tokens, " tokens (", kTokensKey, ")");
+  }
+  std::vector<int32_t> types(n_tokens);
+  for (size_t i = 0; i < n_tokens; ++i) {
+    if (raw[i] < kTokenUndefined || raw[i] > kTokenByte) {
+      Fail(kTypesKey, ": entry ", i, " has unknown token type ", raw[i], " (expected 0..6)");
+    }
+    types[i] = static_cast<int32_t>(raw[i]);
+  }
+  return types;
+}
+
+// An explicit id must be in range; a type default that is not is dropped.
+TokenId ReadId(const GgufFile& gguf, std::string_view key, TokenId fallback, size_t n_tokens) {
+  if (std::optional<uint32_t> id = gguf.FindU32(key)) {
+    if (*id >= n_tokens) Fail(key, ": id ", *id, " is out of range (", n_tokens, " tokens)");
+    return static_cast<TokenId>(*id);
+  }
+  return fallback >= 0 && static_cast<size_t>(fallback) < n_tokens ? fallback : -1;
+}
+
+std::string Lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
+  constexpr std::string_view kModelKey = "tokenizer.ggml.model";
+  const std::optional<std::string_view> model = gguf.FindString(kModelKey);
+  if (!model) Fail(kModelKey, ": missing (the GGUF has no tokenizer)");
+  if (*model == "llama") return std::make_unique<SpmTokenizer>(gguf);
+  if (*model == "gpt2") return std::make_unique<BpeTokenizer>(gguf);
+  Fail(kModelKey, ": unsupported tokenizer model '", *model, "'; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+}
+
+bool Tokenizer::IsEndOfGeneration(TokenId id) const {
+  return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);
+}
+
+std::string Tokenizer::ConcatenatePieces(std::span<const TokenId> ids, bool render_special) const {
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string piece = TokenToPiece(ids[i], render_special);
+    // Only the first token is considered, even when it renders as nothing
+    // (e.g. an unrendered BOS): llama.cpp clears its remove_space flag after it.
+    if (i == 0 && add_space_prefix_ && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    out += piece;
+  }
+  return out;
+}
+
+TokenId Tokenizer::FindToken(std::string_view text) const {
+  const auto it = ids_.find(text);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+void Tokenizer::LoadVocab(const GgufFile& gguf, TokenId default_bos, TokenId default_eos,
+                          bool default_add_bos) {
+  if (gguf.Find(kTokensKey) == nullptr) Fail(kTokensKey, ": missing (the GGUF has no vocabulary)");
+  const std::vector<std::string_view> tokens = gguf.GetStringArray(kTokensKey);
+  if (tokens.empty()) Fail(kTokensKey, ": the vocabulary is empty");
+  if (tokens.size() > static_cast<size_t>(std::numeric_limits<TokenId>::max())) {
+    Fail(kTokensKey, ": ", tokens.size(), " tokens do not fit 32-bit ids");
+  }
+  texts_.reserve(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    // llama.cpp renames empty tokens so that they can never match text.
+    texts_.push_back(tokens[i].empty() ? StrCat("[EMPTY_", i, "]") : std::string(tokens[i]));
+  }
+  types_ = ReadTypes(gguf, texts_.size());
+  // Built after texts_ is complete: the keys view its strings. A duplicate
+  // text maps to its last id, as llama.cpp's token_to_id does.
+  for (size_t i = 0; i < texts_.size(); ++i) ids_[texts_[i]] = static_cast<TokenId>(i);
+
+  LoadSpecialIds(gguf, default_bos, default_eos, default_add_bos);
+  BuildEndOfGeneration(gguf);
+  BuildSpecialTokens(gguf);
+}
+
+void Tokenizer::LoadSpecialIds(const GgufFile& gguf, TokenId default_bos, TokenId default_eos,
+                               bool default_add_bos) {
+  const size_t n = texts_.size();
+  bos_ = ReadId(gguf, "tokenizer.ggml.bos_token_id", default_bos, n);
+  eos_ = ReadId(gguf, "tokenizer.ggml.eos_token_id", default_eos, n);
+  add_bos_ = gguf.FindBool("tokenizer.ggml.add_bos_token").value_or(default_add_bos);
+  add_eos_ = gguf.FindBool("tokenizer.ggml.add_eos_token").value_or(false);
+  if (add_bos_ && bos_ < 0) Fail("tokenizer.ggml.add_bos_token: set, but there is no BOS token");
+  if (add_eos_ && eos_ < 0) Fail("tokenizer.ggml.add_eos_token: set, but there is no EOS token");
+}
+
+void Tokenizer::BuildEndOfGeneration(const GgufFile& gguf) {
+  const size_t n = texts_.size();
+  std::set<TokenId> ids = {eos_};
+  for (const DetectedId& detected : kDetectedIds) {
+    TokenId id = -1;
+    for (std::string_view key : detected.keys) {
+      if (id < 0) id = ReadId(gguf, key, -1, n);
+    }
+    if (id < 0) {
+      for (std::string_view text : detected.texts) {
+        if (id < 0 && (id = FindToken(text)) >= 0) types_[id] = kTokenControl;
+      }
+    }
+    if (detected.end_of_generation) ids.insert(id);
+  }
+  for (std::string_view text : kEndOfGenerationTexts) {
+    const TokenId id = FindToken(text);
+    if (id < 0) continue;
+    ids.insert(id);
+    types_[id] = kTokenControl;
+  }
+  ids.erase(-1);
+  end_of_generation_.assign(ids.begin(), ids.end());
+}
+
+void Tokenizer::BuildSpecialTokens(const GgufFile& gguf) {
+  for (size_t i = 0; i < texts_.size(); ++i) {
+    const int32_t type = types_[i];
+    if (type == kTokenControl || type == kTokenUserDefined || type == kTokenUnknown) {
+      special_tokens_.push_back(static_cast<TokenId>(i));
+    }
+  }
+  // llama.cpp uses an unstable std::sort here; stable keeps equal lengths in id order.
+  std::stable_sort(special_tokens_.begin(), special_tokens_.end(),
+                   [&](TokenId a, TokenId b) { return texts_[a].size() > texts_[b].size(); });
+
+  // llama.cpp marks the special tokens of Phi-3 models RSTRIP (by model name).
+  rstrip_.assign(texts_.size(), false);
+  const std::string name = Lowercase(gguf.FindString("general.name").value_or(""));
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  for (TokenId id : special_tokens_) rstrip_[id] = true;
+  for (std::string_view text : {"</s>"}) {
+    if (TokenId id = FindToken(text); id >= 0) rstrip_[id] = true;
+  }
+  for (std::string_view text : {"<unk>", "<s>", "<|endoftext|>"}) {
+    if (TokenId id = FindToken(text); id >= 0) rstrip_[id] = false;
+  }
+}
+
+}  // namespace kakeya

@@ -1,0 +1,145 @@
+// DESIGN.md invariant 1: a row's logits are bit-identical however its tokens
+// were split into Forward() calls and whatever the thread count. Lossless
+// speculative decoding rests on it: the verifier's batched rows must equal what
+// plain one-token decoding would have computed, to the last bit. Checked on
+// every SIMD target this CPU supports (targets may differ from each other, but
+// each must be invariant on its own).
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fixture_util.h"
+#include "kernels/cpu/matmul.h"
+#include "model/context.h"
+#include "model/model.h"
+
+namespace kakeya {
+namespace {
+
+constexpr int kSeqLen = 37;
+
+using Rows = std::vector<std::vector<float>>;  // [position][n_vocab]; empty = not computed
+
+// Runs `tokens` on `ctx` in consecutive calls of the given sizes and returns
+// the logits of every position that got them (every row when all_logits, else
+// the last row of each call).
+Rows RunChunks(Context& ctx, const std::vector<TokenId>& tokens, const std::vector<int>& sizes,
+               bool all_logits) {
+  Rows rows(tokens.size());
+  size_t begin = static_cast<size_t>(ctx.n_past());
+  for (int size : sizes) {
+    ctx.Forward({tokens.data() + begin, static_cast<size_t>(size)}, all_logits);
+    for (int r = 0; r < ctx.n_logit_rows(); ++r) {
+      const std::span<const float> row = ctx.logits(r);
+      rows[begin + size - ctx.n_logit_rows() + r].assign(row.begin(), row.end());
+    }
+    begin += size;
+  }
+  EXPECT_EQ(begin, tokens.size());
+  return rows;
+}
+
+std::vector<int> RandomSizes(std::mt19937& rng, int total) {
+  std::vector<int> sizes;
+  for (int left = total; left > 0;) {
+    sizes.push_back(std::min(left, std::uniform_int_distribution<int>(1, 16)(rng)));
+    left -= sizes.back();
+  }
+  return sizes;
+}
+
+::testing::AssertionResult SameRows(const Rows& want, const Rows& got) {
+  int compared = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i].empty()) continue;
+    ++compared;
+    if (std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)) != 0) {
+      double max_diff = 0;
+      for (size_t j = 0; j < got[i].size(); ++j) {
+        max_diff = std::max(max_diff, std::abs(double(got[i][j]) - want[i][j]));
+      }
+      return ::testing::AssertionFailure()
+             << "row " << i << " differs from the single-batch, 1-thread row (max |diff| "
+             << max_diff << ")";
+    }
+  }
+  if (compared == 0) return ::testing::AssertionFailure() << "no row to compare";
+  return ::testing::AssertionSuccess();
+}
+
+class BatchInvarianceTest : public ::testing::TestWithParam<const char*> {};
+
+// Checks every way of running one sequence against the single-batch,
+// 1-thread rows, on the current SIMD target.
+void CheckInvariance(const Model& model, std::mt19937& rng) {
+  std::uniform_int_distribution<TokenId> any_token(3, model.hparams().n_vocab - 1);
+  std::vector<TokenId> tokens = {1};  // BOS
+  while (tokens.size() < kSeqLen) tokens.push_back(any_token(rng));
+
+  auto make_ctx = [&](int n_threads) {
+    return std::make_unique<Context>(
+        model, ContextOptions{.n_ctx = 256, .max_batch = 64, .n_threads = n_threads});
+  };
+  const Rows want = RunChunks(*make_ctx(1), tokens, {kSeqLen}, true);
+
+  for (int n_threads : {1, 2, 3}) {
+    SCOPED_TRACE("n_threads " + std::to_string(n_threads));
+    EXPECT_TRUE(SameRows(want, RunChunks(*make_ctx(n_threads), tokens, {kSeqLen}, true)))
+        << "one batch";
+    EXPECT_TRUE(SameRows(
+        want, RunChunks(*make_ctx(n_threads), tokens, std::vector<int>(kSeqLen, 1), false)))
+        << "one token at a time";
+    EXPECT_TRUE(
+        SameRows(want, RunChunks(*make_ctx(n_threads), tokens, RandomSizes(rng, kSeqLen), true)))
+        << "random chunks";
+    EXPECT_TRUE(
+        SameRows(want, RunChunks(*make_ctx(n_threads), tokens, RandomSizes(rng, kSeqLen), false)))
+        << "random chunks, last row only";
+
+    // A rejected draft: rows computed after a rollback must not remember the
+    // rolled-back tokens (their keys and values stay in the cache memory).
+    const std::unique_ptr<Context> ctx = make_ctx(n_threads);
+    constexpr int kKept = 20;
+    RunChunks(*ctx, tokens, {kKept, kSeqLen - kKept}, true);
+    ctx->TruncateTo(kKept);
+    std::vector<TokenId> draft(kSeqLen - kKept);
+    for (TokenId& t : draft) t = any_token(rng);
+    ctx->Forward(draft, true);
+    ctx->TruncateTo(kKept);
+    Rows after = RunChunks(*ctx, tokens, RandomSizes(rng, kSeqLen - kKept), true);
+    EXPECT_TRUE(SameRows(want, after)) << "after rollback";
+  }
+}
+
+TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
+  const std::unique_ptr<Model> model = Model::Load(fixture::ModelPath(GetParam()));
+  const std::string initial_target = ActiveCpuTarget();
+  std::mt19937 rng(37);
+  for (const std::string& target : SupportedCpuTargets()) {
+    SCOPED_TRACE("CPU target " + target);
+    ForceCpuTarget(target);
+    CheckInvariance(*model, rng);
+  }
+  ForceCpuTarget(initial_target);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
+                         ::testing::Values("tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16",
+                                           "tiny-llama-q8_0", "tiny-llama-q4_k_m",
+                                           "tiny-llama-q4_0", "tiny-llama-q6_k", "tiny-qwen3-f32"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace kakeya

@@ -1,0 +1,242 @@
+// Bad input end to end: broken models are refused by Model::Load with a
+// message naming the problem, and the `kakeya` command turns every such
+// problem into `kakeya: error: ...` and exit status 2, never a crash.
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "gguf/gguf.h"
+#include "kernels/cpu/dequant.h"
+#include "model/model.h"
+
+namespace kakeya {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kTinyLlama = std::string(KAKEYA_FIXTURES) + "/models/tiny-llama-f32.gguf";
+
+struct CommandResult {
+  int exit_code;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult RunKakeya(const std::string& args) {
+  const std::string cmd = std::string(KAKEYA_BIN) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  const int status = pclose(pipe);
+  // A crash (signal) must never happen: report it as exit code 128 + signal.
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return {code, out};
+}
+
+class TempDir {
+ public:
+  TempDir() : path_(fs::temp_directory_path() / ("kakeya_cli_test_" + std::to_string(getpid()))) {
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string File(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+// A tiny llama written from scratch, with hooks to break it in one place.
+struct TinyModelSpec {
+  std::string arch = "llama";
+  std::string skip_tensor;             // leave this tensor out
+  std::string misshape_tensor;         // give this tensor a wrong row count
+  DType matrix_type = DType::kF32;     // type of every matrix
+  bool drop_eps = false;               // leave out the RMSNorm epsilon key
+};
+
+void WriteTinyModel(const TinyModelSpec& spec, const std::string& path) {
+  constexpr int n_embd = 32, n_ff = 64, n_head = 2, n_vocab = 300;
+  GgufWriter w;
+  w.SetString("general.architecture", spec.arch);
+  const std::string a = spec.arch + ".";
+  w.SetU32(a + "context_length", 128);
+  w.SetU32(a + "embedding_length", n_embd);
+  w.SetU32(a + "block_count", 1);
+  w.SetU32(a + "feed_forward_length", n_ff);
+  w.SetU32(a + "attention.head_count", n_head);
+  w.SetU32(a + "attention.head_count_kv", n_head);
+  if (!spec.drop_eps) w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<int32_t> types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+    tokens.push_back(piece);
+    types.push_back(6);
+  }
+  while (tokens.size() < n_vocab) {
+    tokens.push_back("\xE2\x96\x81w" + std::to_string(tokens.size()));
+    types.push_back(1);
+  }
+  w.SetString("tokenizer.ggml.model", "llama");
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetF32Array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
+  w.SetI32Array("tokenizer.ggml.token_type", types);
+  w.SetU32("tokenizer.ggml.bos_token_id", 1);
+  w.SetU32("tokenizer.ggml.eos_token_id", 2);
+
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 0.2f);
+  auto add = [&](const std::string& name, DType type, int64_t n_in, int64_t n_out) {
+    if (name == spec.skip_tensor) return;
+    if (name == spec.misshape_tensor) n_out += 1;
+    std::vector<float> values(n_in * n_out);
+    for (float& v : values) v = type == DType::kF32 && n_out == 1 ? 1.0f : normal(rng);
+    std::vector<uint8_t> bytes(RowBytes(type, n_in) * n_out);
+    for (int64_t r = 0; r < n_out; ++r) {
+      QuantizeRow(type, values.data() + r * n_in, bytes.data() + r * RowBytes(type, n_in), n_in);
+    }
+    std::vector<int64_t> ne = {n_in};
+    if (n_out > 1) ne.push_back(n_out);
+    w.AddTensor(name, type, ne, bytes.data(), bytes.size());
+  };
+  const DType m = spec.matrix_type;
+  add("token_embd.weight", DType::kF32, n_embd, n_vocab);
+  add("output_norm.weight", DType::kF32, n_embd, 1);
+  add("output.weight", m, n_embd, n_vocab);
+  add("blk.0.attn_norm.weight", DType::kF32, n_embd, 1);
+  add("blk.0.attn_q.weight", m, n_embd, n_embd);
+  add("blk.0.attn_k.weight", m, n_embd, n_embd);
+  add("blk.0.attn_v.weight", m, n_embd, n_embd);
+  add("blk.0.attn_output.weight", m, n_embd, n_embd);
+  add("blk.0.ffn_norm.weight", DType::kF32, n_embd, 1);
+  add("blk.0.ffn_gate.weight", m, n_embd, n_ff);
+  add("blk.0.ffn_up.weight", m, n_embd, n_ff);
+  add("blk.0.ffn_down.weight", m, n_ff, n_embd);
+  w.Write(path);
+}
+
+// Model::Load must throw kakeya::Error whose message contains `needle`.
+void ExpectLoadError(const std::string& path, const std::string& needle) {
+  try {
+    Model::Load(path);
+    ADD_FAILURE() << "loading " << path << " succeeded; expected an error about " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected to mention: " << needle;
+  }
+}
+
+TEST(ModelLoad, TheUnbrokenTinyModelLoadsAndRuns) {
+  TempDir dir;
+  const std::string path = dir.File("ok.gguf");
+  WriteTinyModel({}, path);
+  const auto model = Model::Load(path);
+  EXPECT_EQ(model->hparams().n_layer, 1);
+  const CommandResult r = RunKakeya("run -m " + path + " -p hello -n 4 --temp 0 --json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"tokens\""), std::string::npos) << r.output;
+}
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+  TempDir dir;
+  const std::string path = dir.File("missing.gguf");
+  WriteTinyModel({.skip_tensor = "blk.0.ffn_up.weight"}, path);
+  ExpectLoadError(path, "missing tensor 'blk.0.ffn_up.weight'");
+}
+
+TEST(ModelLoad, WrongShapeIsNamed) {
+  TempDir dir;
+  const std::string path = dir.File("shape.gguf");
+  WriteTinyModel({.misshape_tensor = "blk.0.attn_k.weight"}, path);
+  ExpectLoadError(path, "'blk.0.attn_k.weight' has shape [32, 33");
+}
+
+TEST(ModelLoad, UnknownArchitectureListsSupportedOnes) {
+  TempDir dir;
+  const std::string path = dir.File("arch.gguf");
+  WriteTinyModel({.arch = "mamba"}, path);
+  ExpectLoadError(path, "architecture 'mamba' is not supported (supported: llama");
+}
+
+TEST(ModelLoad, MissingHyperParameterIsNamed) {
+  TempDir dir;
+  const std::string path = dir.File("eps.gguf");
+  WriteTinyModel({.drop_eps = true}, path);
+  ExpectLoadError(path, "llama.attention.layer_norm_rms_epsilon");
+}
+
+TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
+  TempDir dir;
+  const std::string truncated = dir.File("truncated.gguf");
+  {
+    std::ifstream in(kTinyLlama, std::ios::binary);
+    std::vector<char> bytes(100000);
+    in.read(bytes.data(), bytes.size());
+    std::ofstream(truncated, std::ios::binary).write(bytes.data(), in.gcount());
+  }
+  const std::string garbage = dir.File("garbage.gguf");
+  std::ofstream(garbage) << "this is not a gguf file";
+  const std::string missing = dir.File("missing.gguf");
+  WriteTinyModel({.skip_tensor = "output_norm.weight"}, missing);
+
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"run -m " + truncated + " -p hi", "truncated.gguf"},
+      {"run -m " + garbage + " -p hi", "magic"},
+      {"run -m " + missing + " -p hi", "missing tensor 'output_norm.weight'"},
+      {"run -m " + kTinyLlama + " -p hi --temp -1", "--temp"},
+      {"run -m " + kTinyLlama + " -p hi --top-p 2", "--top-p"},
+      {"run -m " + kTinyLlama + " -p hi -c 2", "context"},
+      {"run -m " + kTinyLlama, "prompt"},
+      {"run -m " + dir.File("nope.gguf") + " -p hi", "nope.gguf"},
+      {"run -m " + kTinyLlama + " -p hi -t 0", ""},
+      {"run -m " + kTinyLlama + " -p hi --no-such-flag", "no-such-flag"},
+      {"tokenize -m " + garbage + " -p hi", "magic"},
+  };
+  for (const Case& c : cases) {
+    const CommandResult r = RunKakeya(c.args);
+    if (c.args.find("-t 0") != std::string::npos) {
+      EXPECT_EQ(r.exit_code, 0) << c.args << "\n" << r.output;  // -t 0 means the default
+      continue;
+    }
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos)
+        << c.args << "\noutput: " << r.output << "\nexpected to mention: " << c.message;
+  }
+}
+
+TEST(Cli, RunJsonHasTheDocumentedFields) {
+  const CommandResult r = RunKakeya("run -m " + kTinyLlama + " -p 'The quick brown fox' -n 8 --temp 0 --json --top 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* field : {"\"prompt_tokens\"", "\"tokens\"", "\"text\"", "\"top\"", "\"timings\"",
+                            "\"load_ms\"", "\"prefill_ms\"", "\"decode_ms\"", "\"prefill_tok_s\"",
+                            "\"decode_tok_s\""}) {
+    EXPECT_NE(r.output.find(field), std::string::npos) << field << " missing in " << r.output;
+  }
+}
+
+TEST(Cli, TokenizeJsonMatchesTheReferenceIds) {
+  // ids from tests/fixtures/models/tiny-llama-f32/fox.logits.json (llama.cpp)
+  const CommandResult r = RunKakeya("tokenize -m " + kTinyLlama + " -p 'The quick brown fox' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"tokens\":[1,450,4996,3347,113,1701,123]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"pieces\""), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kakeya

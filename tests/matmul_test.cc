@@ -1,0 +1,208 @@
+// MatMul on every compiled+supported SIMD target: batch and thread invariance
+// (memcmp), accuracy against a float64 reference, and agreement between the
+// portable target and each SIMD target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matmul.h"
+
+namespace kakeya {
+namespace {
+
+const DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                        DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+constexpr int kMaxRows = 17;
+
+struct Problem {
+  DType type;
+  int64_t n_in, n_out;
+  std::vector<uint8_t> w_bytes;  // [n_out, RowBytes]
+  std::vector<float> w;          // F32 [n_out, n_in]: the dequantized weights
+  std::vector<float> x;          // F32 [kMaxRows, n_in]
+  WeightMatrix matrix() const {
+    return {type, n_in, n_out, w_bytes.data(), RowBytes(type, n_in)};
+  }
+};
+
+Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  Problem p{type, n_in, n_out, {}, {}, {}};
+  const int64_t row_bytes = RowBytes(type, n_in);
+  p.w_bytes.resize(static_cast<size_t>(n_out * row_bytes));
+  std::vector<float> src(n_in);
+  for (int64_t o = 0; o < n_out; ++o) {
+    for (auto& v : src) v = normal(rng) * 0.1f;
+    QuantizeRow(type, src.data(), &p.w_bytes[o * row_bytes], n_in);
+    if (type == DType::kQ8_0 && o % 2 == 1) {
+      // Arbitrary quants, -128 included (not produced by the quantizer).
+      for (int64_t b = 0; b < n_in / 32; ++b) {
+        for (int k = 0; k < 32; ++k) p.w_bytes[o * row_bytes + b * 34 + 2 + k] = static_cast<uint8_t>(rng());
+      }
+    }
+  }
+  p.w.resize(static_cast<size_t>(n_out * n_in));
+  for (int64_t o = 0; o < n_out; ++o) {
+    DequantizeRow(type, &p.w_bytes[o * row_bytes], &p.w[o * n_in], n_in);
+  }
+  p.x.resize(static_cast<size_t>(kMaxRows * n_in));
+  for (int r = 0; r < kMaxRows; ++r) {
+    for (int64_t i = 0; i < n_in; ++i) {
+      float v = normal(rng);
+      if (r == 3) v = 0;                        // an all-zero row
+      if (r == 5 && i % 7 == 0) v *= 100.f;     // outliers
+      if (r == 6) v *= 1e-3f;                   // small values
+      p.x[r * n_in + i] = v;
+    }
+  }
+  return p;
+}
+
+// y for rows [row0, row0 + n_rows) of p.x.
+std::vector<float> RunMatMul(const Problem& p, int row0, int n_rows, ThreadPool& pool) {
+  const WeightMatrix w = p.matrix();
+  std::vector<float> y(static_cast<size_t>(n_rows * p.n_out), NAN);
+  const size_t bytes = MatMulScratchBytes(p.type, p.n_in, n_rows);
+  auto* scratch = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 64) / 64 * 64));
+  MatMul(w, p.x.data() + row0 * p.n_in, n_rows, y.data(), scratch, pool);
+  std::free(scratch);
+  return y;
+}
+
+bool QuantizesActivations(DType t) { return t != DType::kF32 && t != DType::kF16 && t != DType::kBF16; }
+
+// |y - ref| bound for row r, column o. Activation quantization moves each x_i
+// by at most half a step (block amax / 254, Q8 and Q8_K alike); then float
+// rounding of the accumulation, relative to sum |w x|.
+double Tolerance(const Problem& p, int r, int64_t o) {
+  const int64_t blk = p.type == DType::kQ4_K || p.type == DType::kQ5_K || p.type == DType::kQ6_K ? 256 : 32;
+  double abs_sum = 0, quant = 0;
+  for (int64_t i0 = 0; i0 < p.n_in; i0 += blk) {
+    double amax = 0, wsum = 0;
+    for (int64_t i = i0; i < std::min(p.n_in, i0 + blk); ++i) {
+      const double w = p.w[o * p.n_in + i], x = p.x[r * p.n_in + i];
+      abs_sum += std::fabs(w * x);
+      amax = std::max(amax, std::fabs(x));
+      wsum += std::fabs(w);
+    }
+    quant += wsum * amax / 254;
+  }
+  return (QuantizesActivations(p.type) ? quant * 1.001 : 0) + 4e-6 * abs_sum + 1e-30;
+}
+
+class MatMulTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    for (int t = 1; t <= 3; ++t) pools_.push_back(std::make_unique<ThreadPool>(t));
+  }
+  static void TearDownTestSuite() { pools_.clear(); }
+  static std::vector<std::unique_ptr<ThreadPool>> pools_;
+};
+std::vector<std::unique_ptr<ThreadPool>> MatMulTest::pools_;
+
+struct Shape {
+  int64_t n_out, n_blocks;
+};
+
+TEST_F(MatMulTest, BatchInvariantAccurateOnEveryTarget) {
+  const std::vector<std::string> targets = SupportedCpuTargets();
+  ASSERT_FALSE(targets.empty());
+  const std::string initial = ActiveCpuTarget();
+  const Shape shapes[] = {{1, 1}, {3, 3}, {67, 2}, {129, 1}};
+  for (DType type : kTypes) {
+    const int64_t blk = TraitsOf(type).block_elems == 1 ? 37 : TraitsOf(type).block_elems;
+    for (const Shape& s : shapes) {
+      const Problem p = MakeProblem(type, s.n_blocks * blk, s.n_out,
+                                    static_cast<uint32_t>(s.n_out * 1000 + static_cast<int>(type)));
+      std::vector<float> portable;  // the last target ("scalar") is the reference
+      std::vector<std::vector<float>> per_target;
+      for (const std::string& target : targets) {
+        ForceCpuTarget(target);
+        SCOPED_TRACE(testing::Message() << NameOf(type) << " " << target << " n_in " << p.n_in
+                                        << " n_out " << p.n_out);
+        // One row at a time, one thread: the reference bits for every row.
+        std::vector<float> single(kMaxRows * p.n_out);
+        for (int r = 0; r < kMaxRows; ++r) {
+          const std::vector<float> y = RunMatMul(p, r, 1, *pools_[0]);
+          std::copy(y.begin(), y.end(), single.begin() + r * p.n_out);
+        }
+        // (a) Every batch size and thread count, rows at every position.
+        for (const auto& pool : pools_) {
+          for (int n = 2; n <= kMaxRows; ++n) {
+            const int row0 = (n * 5) % (kMaxRows - n + 1);
+            const std::vector<float> y = RunMatMul(p, row0, n, *pool);
+            ASSERT_EQ(0, std::memcmp(y.data(), &single[row0 * p.n_out], y.size() * sizeof(float)))
+                << "n_rows " << n << " (from row " << row0 << ") threads " << pool->size();
+          }
+          const std::vector<float> y = RunMatMul(p, 0, 1, *pool);
+          ASSERT_EQ(0, std::memcmp(y.data(), single.data(), y.size() * sizeof(float)))
+              << "threads " << pool->size();
+        }
+        // (b) Accuracy against float64 on the dequantized weights.
+        for (int r = 0; r < kMaxRows; ++r) {
+          for (int64_t o = 0; o < p.n_out; ++o) {
+            double ref = 0;
+            for (int64_t i = 0; i < p.n_in; ++i) {
+              ref += static_cast<double>(p.w[o * p.n_in + i]) * p.x[r * p.n_in + i];
+            }
+            ASSERT_NEAR(single[r * p.n_out + o], ref, Tolerance(p, r, o)) << "row " << r << " col " << o;
+          }
+        }
+        per_target.push_back(single);
+      }
+      // (c) Each SIMD target against the portable one: the same activation
+      // quantization and exact integer sums, so only float rounding differs.
+      const std::vector<float>& ref = per_target.back();
+      for (size_t t = 0; t + 1 < targets.size(); ++t) {
+        for (int r = 0; r < kMaxRows; ++r) {
+          for (int64_t o = 0; o < p.n_out; ++o) {
+            double abs_sum = 0;
+            for (int64_t i = 0; i < p.n_in; ++i) {
+              abs_sum += std::fabs(static_cast<double>(p.w[o * p.n_in + i]) * p.x[r * p.n_in + i]);
+            }
+            ASSERT_NEAR(per_target[t][r * p.n_out + o], ref[r * p.n_out + o], 4e-6 * abs_sum + 1e-30)
+                << NameOf(type) << " " << targets[t] << " vs " << targets.back() << " row " << r
+                << " col " << o;
+          }
+        }
+      }
+    }
+  }
+  ForceCpuTarget(initial);
+}
+
+TEST_F(MatMulTest, TargetSelection) {
+  const std::vector<std::string> targets = SupportedCpuTargets();
+  EXPECT_EQ(targets.back(), "scalar");
+  for (const std::string& t : targets) {
+    ForceCpuTarget(t);
+    EXPECT_EQ(t, ActiveCpuTarget());
+  }
+  ForceCpuTarget(targets.front());
+  try {
+    ForceCpuTarget("avx9000");
+    FAIL() << "expected an error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("scalar"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(MatMulTest, ScratchSizes) {
+  EXPECT_EQ(MatMulScratchBytes(DType::kF16, 4096, 16), 0u);
+  EXPECT_GE(MatMulScratchBytes(DType::kQ8_0, 4096, 16), 16u * 4096);
+  EXPECT_GE(MatMulScratchBytes(DType::kQ4_K, 4096, 16), 16u * 4096);
+}
+
+}  // namespace
+}  // namespace kakeya
