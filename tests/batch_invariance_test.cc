@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -107,11 +108,11 @@ void CheckInvariance(const Model& model, std::mt19937& rng) {
     const std::unique_ptr<Context> ctx = make_ctx(n_threads);
     constexpr int kKept = 20;
     RunChunks(*ctx, tokens, {kKept, kSeqLen - kKept}, true);
-    ctx->TruncateTo(kKept);
+    ctx->Trim(ctx->n_past() - kKept);
     std::vector<TokenId> draft(kSeqLen - kKept);
     for (TokenId& t : draft) t = any_token(rng);
     ctx->Forward(draft, true);
-    ctx->TruncateTo(kKept);
+    ctx->Trim(ctx->n_past() - kKept);
     Rows after = RunChunks(*ctx, tokens, RandomSizes(rng, kSeqLen - kKept), true);
     EXPECT_TRUE(SameRows(want, after)) << "after rollback";
   }

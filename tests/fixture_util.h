@@ -3,8 +3,6 @@
 // files parsed into plain structs, and small statistics on logit rows.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,6 +10,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>

@@ -2,9 +2,9 @@
 #include "gguf/gguf.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -308,7 +308,9 @@ TEST(GgufWriter, RejectsInvalidInput) {
 }
 
 TEST(GgufWriter, WritesAndOpensAFile) {
-  const fs::path path = fs::temp_directory_path() / "kakeya_gguf_test_write.gguf";
+  // The pid keeps concurrent runs from different build directories apart.
+  const fs::path path =
+      fs::temp_directory_path() / ("kakeya_gguf_test_" + std::to_string(getpid()) + ".gguf");
   GgufWriter w;
   w.SetString("general.architecture", "llama");
   const std::vector<float> x = {1, 2};
@@ -373,7 +375,7 @@ TEST(GgufFixtures, EveryModelOpens) {
               fs::file_size(entry.path()));
     ++opened;
   }
-  EXPECT_EQ(opened, 11);
+  EXPECT_GE(opened, 11);
 }
 
 TEST(GgufFixtures, QuantizedTypes) {
@@ -394,7 +396,7 @@ TEST(GgufFixtures, EveryVocabularyOpens) {
     EXPECT_FALSE(f->GetString("tokenizer.ggml.model").empty());
     ++opened;
   }
-  EXPECT_EQ(opened, 9);
+  EXPECT_GE(opened, 9);
 }
 
 #if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)

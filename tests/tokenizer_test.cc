@@ -8,6 +8,8 @@
 // (`llama-tokenize --no-bos --no-parse-special`, the path test-tokenizer-0
 // uses), so it is independent reference data for our SPM byte fallback, not
 // something derived from this code.
+#include "tokenizer/tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,7 +26,6 @@
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "tokenizer/pre_tokenizer.h"
-#include "tokenizer/tokenizer.h"
 
 namespace kakeya {
 namespace {
@@ -107,7 +108,7 @@ std::string Ids(const std::vector<TokenId>& ids) {
 }
 
 const std::vector<std::string> kVocabs = {
-    "llama-spm", "llama-spm-8000", "phi-3",  "llama-bpe",  "qwen2",
+    "llama-spm", "llama-spm-8000", "phi-3",     "llama-bpe", "qwen2",
     "gpt-2",     "deepseek-coder", "starcoder", "falcon",
 };
 
@@ -124,9 +125,10 @@ TEST_P(VocabTest, EncodeMatchesLlamaCpp) {
   ASSERT_EQ(expected.size(), texts.size());
   int passed = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
-    const std::vector<TokenId> ids = tok.Encode(texts[i], /*add_special=*/false, /*parse_special=*/false);
-    EXPECT_EQ(Ids(ids), Ids(expected[i])) << GetParam() << " test " << i + 1 << " text hex "
-                                          << Hex(texts[i]);
+    const std::vector<TokenId> ids =
+        tok.Encode(texts[i], /*add_special=*/false, /*parse_special=*/false);
+    EXPECT_EQ(Ids(ids), Ids(expected[i]))
+        << GetParam() << " test " << i + 1 << " text hex " << Hex(texts[i]);
     passed += ids == expected[i];
   }
   std::printf("%s: %d/%zu texts tokenized exactly like llama.cpp\n", GetParam().c_str(), passed,
@@ -154,12 +156,11 @@ TEST_P(VocabTest, DecodeRoundTrips) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, VocabTest, ::testing::ValuesIn(kVocabs),
-                         [](const auto& info) {
-                           std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, VocabTest, ::testing::ValuesIn(kVocabs), [](const auto& info) {
+  std::string name = info.param;
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+});
 
 // Every model fixture: llama.cpp's prompt ids (BOS added, special text
 // parsed) and the bytes of each generated token rendered with specials.
@@ -259,10 +260,11 @@ TEST(Tokenizer, DecodeFollowsLlamaCppSpaceRules) {
 // \s is Unicode White_Space as in llama.cpp's splitters: U+180E is not
 // whitespace there (PCRE2's own \s says it is), U+0085 is.
 TEST(PreTokenizer, WhitespaceIsLlamaCppsSet) {
-  const PreTokenizer gpt2({"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"},
-                          "test");
+  const PreTokenizer gpt2(
+      {"'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"}, "test");
   EXPECT_EQ(gpt2.Split("a\u180E  b"), (std::vector<std::string_view>{"a", "\u180E", " ", " b"}));
-  EXPECT_EQ(gpt2.Split("a\u0085\u0085b"), (std::vector<std::string_view>{"a", "\u0085", "\u0085", "b"}));
+  EXPECT_EQ(gpt2.Split("a\u0085\u0085b"),
+            (std::vector<std::string_view>{"a", "\u0085", "\u0085", "b"}));
 }
 
 TEST(Tokenizer, InvalidUtf8IsTokenizedLikeLlamaCpp) {
@@ -270,7 +272,12 @@ TEST(Tokenizer, InvalidUtf8IsTokenizedLikeLlamaCpp) {
   // SPM byte-falls-back on it. Neither may crash, and the BPE result is the
   // same as for the replacement character itself.
   const Tokenizer& qwen = Vocab("qwen2");
-  EXPECT_EQ(qwen.Encode("a\xff" "b", false, false), qwen.Encode("a\xEF\xBF\xBD" "b", false, false));
+  EXPECT_EQ(qwen.Encode("a\xff"
+                        "b",
+                        false, false),
+            qwen.Encode("a\xEF\xBF\xBD"
+                        "b",
+                        false, false));
   const Tokenizer& spm = Vocab("llama-spm");
   const std::vector<TokenId> ids = spm.Encode("a\xff", false, false);
   EXPECT_EQ(spm.Decode(ids, false), "a\xff");
@@ -278,7 +285,8 @@ TEST(Tokenizer, InvalidUtf8IsTokenizedLikeLlamaCpp) {
 
 TEST(Tokenizer, LongPromptIsFast) {
   std::string text;
-  for (const std::string& t : ReadTexts(kFixtures / "tokenizer" / "ggml-vocab-llama-spm.gguf.inp")) {
+  for (const std::string& t :
+       ReadTexts(kFixtures / "tokenizer" / "ggml-vocab-llama-spm.gguf.inp")) {
     text += t + " ";
   }
   while (text.size() < 100 * 1024) text += text;
@@ -286,8 +294,10 @@ TEST(Tokenizer, LongPromptIsFast) {
     const Tokenizer& tok = Vocab(name);
     const auto start = std::chrono::steady_clock::now();
     const std::vector<TokenId> ids = tok.Encode(text, false, true);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("%s: %zu bytes -> %zu tokens in %.3f s\n", name.c_str(), text.size(), ids.size(), seconds);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("%s: %zu bytes -> %zu tokens in %.3f s\n", name.c_str(), text.size(), ids.size(),
+                seconds);
     EXPECT_LT(seconds, 5.0) << name;  // generous: shared cores and sanitizer builds
     EXPECT_EQ(tok.Decode(ids, false).size() > text.size() / 2, true);
   }
@@ -351,7 +361,8 @@ TEST(Tokenizer, TinyBpeWorks) {
 TEST(Tokenizer, ErrorsNameTheKey) {
   GgufWriter no_tokens;
   no_tokens.SetString("tokenizer.ggml.model", "llama");
-  EXPECT_NE(ErrorOf(no_tokens).find("tokenizer.ggml.tokens"), std::string::npos) << ErrorOf(no_tokens);
+  EXPECT_NE(ErrorOf(no_tokens).find("tokenizer.ggml.tokens"), std::string::npos)
+      << ErrorOf(no_tokens);
 
   GgufWriter no_model;
   EXPECT_NE(ErrorOf(no_model).find("tokenizer.ggml.model"), std::string::npos) << ErrorOf(no_model);
@@ -364,7 +375,8 @@ TEST(Tokenizer, ErrorsNameTheKey) {
   unknown_pre.SetString("tokenizer.ggml.pre", "no-such-pre");
   const std::string pre_error = ErrorOf(unknown_pre);
   EXPECT_NE(pre_error.find("tokenizer.ggml.pre"), std::string::npos) << pre_error;
-  EXPECT_NE(pre_error.find("qwen2"), std::string::npos) << "lists the supported ones: " << pre_error;
+  EXPECT_NE(pre_error.find("qwen2"), std::string::npos)
+      << "lists the supported ones: " << pre_error;
 
   GgufWriter bad_merge = BpeWriter();
   bad_merge.SetStringArray("tokenizer.ggml.merges", {"a b", "abc"});

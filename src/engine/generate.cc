@@ -48,12 +48,13 @@ GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
 
   GenerateResult result;
   result.prompt_tokens.assign(prompt.begin(), prompt.end());
-  ctx.TruncateTo(0);
+  ctx.Clear();
 
   const auto t_prefill = std::chrono::steady_clock::now();
   const size_t chunk = ctx.options().max_batch;
   for (size_t start = 0; start < prompt.size(); start += chunk) {
     ctx.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
+    ctx.Commit();
   }
   result.prefill_ms = MsSince(t_prefill);
 
@@ -76,6 +77,7 @@ GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
     }
     const TokenId feed[1] = {next};
     ctx.Forward(feed, false);
+    ctx.Commit();
   }
   result.decode_ms = MsSince(t_decode);
   return result;

@@ -98,7 +98,8 @@ class GgufFile {
   std::optional<uint32_t> FindU32(std::string_view key) const;
   std::optional<float> FindF32(std::string_view key) const;
   std::optional<bool> FindBool(std::string_view key) const;
-  // Arrays: the element type must match (int arrays accept any integer type).
+  // Arrays: the element type must match (int arrays accept any integer type,
+  // float arrays FLOAT32 or FLOAT64).
   std::vector<std::string_view> GetStringArray(std::string_view key) const;
   std::vector<float> GetF32Array(std::string_view key) const;
   std::vector<int64_t> GetIntArray(std::string_view key) const;

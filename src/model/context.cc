@@ -1,5 +1,6 @@
 #include "model/context.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -20,40 +21,36 @@ template <typename T>
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t n) : n_(n) {
-    const size_t bytes = ((n * sizeof(T) + 63) / 64) * 64;
-    if (bytes > 0) {
-      data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-      if (!data_) Fail("out of memory allocating ", bytes, " bytes of context buffers");
-      std::memset(data_.get(), 0, bytes);
-    }
+  explicit Buffer(size_t n) {
+    const size_t bytes = std::max<size_t>(64, ((n * sizeof(T) + 63) / 64) * 64);
+    data_.reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    if (!data_) Fail("out of memory allocating ", bytes, " bytes of context buffers");
+    std::memset(data_.get(), 0, bytes);
   }
   T* get() const { return data_.get(); }
-  size_t size() const { return n_; }
 
  private:
   std::unique_ptr<T, FreeDeleter> data_;
-  size_t n_ = 0;
 };
 
 }  // namespace
 
-// Buffers sized once from the model and the options. Shapes use the model's
-// widths: q_width = n_head * head_dim, kv_width = n_head_kv * head_dim,
-// v_width = n_head_kv * value_dim, o_width = n_head * value_dim.
+// Buffers sized once from the model and the options. B = max_batch rows;
+// q_width = n_head * head_dim, o_width = n_head * value_dim.
 struct Context::Scratch {
-  Buffer<float> k_cache;  // F32 [n_layer, n_ctx, kv_width]
-  Buffer<float> v_cache;  // F32 [n_layer, n_ctx, v_width]
-  Buffer<float> x;        // F32 [max_batch, n_embd] residual stream
-  Buffer<float> xn;       // F32 [max_batch, n_embd] normed input of a sub-layer
-  Buffer<float> q;        // F32 [max_batch, q_width]
-  Buffer<float> attn;     // F32 [max_batch, o_width]
-  Buffer<float> proj;     // F32 [max_batch, n_embd] sub-layer output
-  Buffer<float> gate;     // F32 [max_batch, n_ff]
-  Buffer<float> up;       // F32 [max_batch, n_ff]
+  Buffer<float> x;        // F32 [B, n_embd] residual stream
+  Buffer<float> xn;       // F32 [B, n_embd] normed input of a sub-layer
+  Buffer<float> q;        // F32 [B, q_width]
+  Buffer<float> k;        // F32 [B, kv_width] new keys before they enter the cache
+  Buffer<float> v;        // F32 [B, v_width]
+  Buffer<float> attn;     // F32 [B, o_width]
+  Buffer<float> proj;     // F32 [B, n_embd] sub-layer output
+  Buffer<float> gate;     // F32 [B, n_ff]
+  Buffer<float> up;       // F32 [B, n_ff]
   Buffer<float> logits;   // F32 [max_logit_rows, n_vocab]
   Buffer<float> scores;   // F32 [n_threads, n_ctx] attention weights per thread
   Buffer<uint8_t> matmul; // MatMul scratch (activation rows quantized for integer dots)
+  Buffer<float> taps;     // F32 [n_taps, max_logit_rows, n_embd]
 };
 
 Context::Context(const Model& model, const ContextOptions& options)
@@ -73,44 +70,52 @@ Context::Context(const Model& model, const ContextOptions& options)
     Fail("max_logit_rows ", options_.max_logit_rows, " is out of range (1 .. max_batch)");
   }
 
-  const size_t n_ctx = options_.n_ctx;
-  const size_t B = options_.max_batch;
-  const size_t q_width = size_t(hp.n_head) * hp.head_dim;
-  const size_t kv_width = size_t(hp.n_head_kv) * hp.head_dim;
-  const size_t v_width = size_t(hp.n_head_kv) * hp.value_dim;
-  const size_t o_width = size_t(hp.n_head) * hp.value_dim;
+  std::vector<LayerCacheShape> shapes(hp.n_layer);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const bool sliding = !hp.swa_layers.empty() && hp.swa_layers[il];
+    shapes[il] = {sliding ? hp.n_swa : 0, hp.n_head_kv * hp.head_dim, hp.n_head_kv * hp.value_dim};
+  }
+  cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch);
 
+  const size_t B = options_.max_batch;
   size_t matmul_bytes = 0;
   auto need = [&](const WeightMatrix& w) {
     matmul_bytes = std::max(matmul_bytes, MatMulScratchBytes(w.type, w.n_in, B));
   };
   need(model.output);
   for (const LayerWeights& L : model.layers) {
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-      need(*w);
-    }
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) need(*w);
   }
 
   s_ = std::make_unique<Scratch>();
-  s_->k_cache = Buffer<float>(hp.n_layer * n_ctx * kv_width);
-  s_->v_cache = Buffer<float>(hp.n_layer * n_ctx * v_width);
   s_->x = Buffer<float>(B * hp.n_embd);
   s_->xn = Buffer<float>(B * hp.n_embd);
-  s_->q = Buffer<float>(B * q_width);
-  s_->attn = Buffer<float>(B * o_width);
+  s_->q = Buffer<float>(B * hp.n_head * hp.head_dim);
+  s_->k = Buffer<float>(B * hp.n_head_kv * hp.head_dim);
+  s_->v = Buffer<float>(B * hp.n_head_kv * hp.value_dim);
+  s_->attn = Buffer<float>(B * hp.n_head * hp.value_dim);
   s_->proj = Buffer<float>(B * hp.n_embd);
   s_->gate = Buffer<float>(B * hp.n_ff);
   s_->up = Buffer<float>(B * hp.n_ff);
   s_->logits = Buffer<float>(size_t(options_.max_logit_rows) * hp.n_vocab);
-  s_->scores = Buffer<float>(size_t(pool_.size()) * n_ctx);
+  s_->scores = Buffer<float>(size_t(pool_.size()) * options_.n_ctx);
   s_->matmul = Buffer<uint8_t>(matmul_bytes);
 }
 
 Context::~Context() = default;
 
-void Context::TruncateTo(int n) {
-  if (n < 0 || n > n_past_) Fail("cannot truncate a context of ", n_past_, " positions to ", n);
-  n_past_ = n;
+void Context::SetHiddenTaps(std::vector<int> layers) {
+  const HParams& hp = model_.hparams();
+  for (int l : layers) {
+    if (l < 0 || l > hp.n_layer) Fail("hidden tap ", l, " is out of range (0 .. ", hp.n_layer, ")");
+  }
+  taps_ = std::move(layers);
+  s_->taps = Buffer<float>(taps_.size() * options_.max_logit_rows * hp.n_embd);
+}
+
+std::span<const float> Context::hidden(int t, int i) const {
+  const size_t n_embd = model_.hparams().n_embd;
+  return {s_->taps.get() + (size_t(t) * options_.max_logit_rows + i) * n_embd, n_embd};
 }
 
 std::span<const float> Context::logits(int i) const {
@@ -118,9 +123,86 @@ std::span<const float> Context::logits(int i) const {
   return {s_->logits.get() + static_cast<size_t>(i) * n_vocab, static_cast<size_t>(n_vocab)};
 }
 
-// The forward pass of the llama family (llama, qwen2, qwen3), top to bottom as
-// in FORMATS.md 3.4. Every step works row by row or splits output columns, so
-// a row's bits do not depend on the batch it came in.
+// One decoder layer over n rows at positions first_pos.. (FORMATS.md 3.4).
+// Every step works row by row, or splits output columns, or splits (row,
+// head) pairs, so a row's bits do not depend on the batch it came in.
+void Context::RunLayer(int il, int n, int first_pos) {
+  const HParams& hp = model_.hparams();
+  const LayerWeights& L = model_.layers[il];
+  Scratch& s = *s_;
+  LayerCache& cache = cache_->layer(il);
+  const int n_embd = hp.n_embd;
+  const int q_width = hp.n_head * hp.head_dim;
+  const int kv_width = hp.n_head_kv * hp.head_dim;
+  const int v_width = hp.n_head_kv * hp.value_dim;
+  const int o_width = hp.n_head * hp.value_dim;
+  const bool sliding = cache.is_ring();
+  const float rope_base = sliding ? hp.rope_base_swa : hp.rope_base;
+  const bool adjacent_pairs = hp.rope_style == RopeStyle::kNormal;
+  auto matmul = [&](const WeightMatrix& w, const float* in, float* out) {
+    MatMul(w, in, n, out, s.matmul.get(), pool_);
+  };
+  auto rms_rows = [&](const float* in, const float* w, float* out) {
+    for (int i = 0; i < n; ++i) RmsNorm(in + size_t(i) * n_embd, w, n_embd, hp.norm_eps, out + size_t(i) * n_embd);
+  };
+  // residual += (post_norm ? rms(proj, post_norm) : proj)
+  auto add_residual = [&](const float* post_norm) {
+    for (int i = 0; i < n; ++i) {
+      float* p = s.proj.get() + size_t(i) * n_embd;
+      if (post_norm != nullptr) RmsNorm(p, post_norm, n_embd, hp.norm_eps, p);
+      AddInPlace(s.x.get() + size_t(i) * n_embd, p, n_embd);
+    }
+  };
+
+  // Attention.
+  rms_rows(s.x.get(), L.attn_norm, s.xn.get());
+  matmul(L.wq, s.xn.get(), s.q.get());
+  matmul(L.wk, s.xn.get(), s.k.get());
+  matmul(L.wv, s.xn.get(), s.v.get());
+  for (int i = 0; i < n; ++i) {
+    float* q = s.q.get() + size_t(i) * q_width;
+    float* k = s.k.get() + size_t(i) * kv_width;
+    float* v = s.v.get() + size_t(i) * v_width;
+    if (L.bq) AddInPlace(q, L.bq, q_width);
+    if (L.bk) AddInPlace(k, L.bk, kv_width);
+    if (L.bv) AddInPlace(v, L.bv, v_width);
+    if (hp.qk_norm) {
+      for (int h = 0; h < hp.n_head; ++h) RmsNorm(q + h * hp.head_dim, L.q_norm, hp.head_dim, hp.norm_eps, q + h * hp.head_dim);
+      for (int h = 0; h < hp.n_head_kv; ++h) RmsNorm(k + h * hp.head_dim, L.k_norm, hp.head_dim, hp.norm_eps, k + h * hp.head_dim);
+    }
+    const int pos = first_pos + i;
+    Rope(q, hp.n_head, hp.head_dim, hp.rope_dims, pos, rope_base, model_.rope_freqs, adjacent_pairs);
+    Rope(k, hp.n_head_kv, hp.head_dim, hp.rope_dims, pos, rope_base, model_.rope_freqs, adjacent_pairs);
+    std::memcpy(cache.key(pos), k, sizeof(float) * kv_width);
+    std::memcpy(cache.value(pos), v, sizeof(float) * v_width);
+  }
+  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, hp.value_dim, hp.attn_scale, hp.attn_softcap};
+  const size_t n_ctx = options_.n_ctx;
+  pool_.Run(int64_t(n) * hp.n_head, [&](int64_t task, int thread) {
+    const int i = static_cast<int>(task / hp.n_head);
+    const int h = static_cast<int>(task % hp.n_head);
+    const int pos = first_pos + i;
+    const int first = cache.FirstVisible(pos);
+    AttendOneHead(shape, h, s.q.get() + size_t(i) * q_width, cache.keys(), kv_width, cache.values(), v_width,
+                  cache.capacity(), first, pos - first + 1, s.scores.get() + size_t(thread) * n_ctx,
+                  s.attn.get() + size_t(i) * o_width);
+  });
+  matmul(L.wo, s.attn.get(), s.proj.get());
+  add_residual(L.post_attn_norm);
+
+  // Feed-forward: down(act(gate x) * up x).
+  rms_rows(s.x.get(), L.ffn_norm, s.xn.get());
+  matmul(L.w_gate, s.xn.get(), s.gate.get());
+  matmul(L.w_up, s.xn.get(), s.up.get());
+  if (hp.ffn_act == FfnActivation::kGelu) {
+    GeluMul(s.gate.get(), s.up.get(), n * hp.n_ff, s.gate.get());
+  } else {
+    SiluMul(s.gate.get(), s.up.get(), n * hp.n_ff, s.gate.get());
+  }
+  matmul(L.w_down, s.gate.get(), s.proj.get());
+  add_residual(L.post_ffn_norm);
+}
+
 void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
   const HParams& hp = model_.hparams();
   const int n = static_cast<int>(tokens.size());
@@ -129,11 +211,10 @@ void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
     Fail("batch of ", n, " tokens exceeds the context's batch size ", options_.max_batch);
   }
   if (all_logits && n > options_.max_logit_rows) {
-    Fail("asked for logits of ", n, " rows; the context returns at most ",
-         options_.max_logit_rows);
+    Fail("asked for logits of ", n, " rows; the context returns at most ", options_.max_logit_rows);
   }
-  if (n_past_ + n > options_.n_ctx) {
-    Fail("context is full: ", n_past_, " + ", n, " tokens exceed n_ctx = ", options_.n_ctx,
+  if (!cache_->CanAppend(n)) {
+    Fail("context is full: ", n_past(), " + ", n, " tokens exceed n_ctx = ", options_.n_ctx,
          " (pass a larger -c)");
   }
   for (int i = 0; i < n; ++i) {
@@ -144,82 +225,38 @@ void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
 
   Scratch& s = *s_;
   const int n_embd = hp.n_embd;
-  const int q_width = hp.n_head * hp.head_dim;
-  const int kv_width = hp.n_head_kv * hp.head_dim;
-  const int v_width = hp.n_head_kv * hp.value_dim;
-  const int o_width = hp.n_head * hp.value_dim;
-  const size_t n_ctx = options_.n_ctx;
-  const bool adjacent_pairs = hp.rope_style == RopeStyle::kNormal;
-  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, hp.value_dim,
-                             1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
-  auto matmul = [&](const WeightMatrix& w, const float* in, int rows, float* out) {
-    MatMul(w, in, rows, out, s.matmul.get(), pool_);
+  const int first_pos = n_past();
+  const int first_out = all_logits ? 0 : n - 1;  // rows that get logits (and taps)
+  n_logit_rows_ = n - first_out;
+  auto keep_taps = [&](int layer) {
+    for (size_t t = 0; t < taps_.size(); ++t) {
+      if (taps_[t] != layer) continue;
+      for (int i = first_out; i < n; ++i) {
+        std::memcpy(s.taps.get() + (t * options_.max_logit_rows + (i - first_out)) * n_embd,
+                    s.x.get() + size_t(i) * n_embd, sizeof(float) * n_embd);
+      }
+    }
   };
 
-  float* x = s.x.get();  // [n, n_embd]
   for (int i = 0; i < n; ++i) {
     const WeightMatrix& e = model_.token_embd;
-    DequantizeRow(e.type, static_cast<const uint8_t*>(e.data) + tokens[i] * e.row_bytes,
-                  x + size_t(i) * n_embd, n_embd);
+    float* row = s.x.get() + size_t(i) * n_embd;
+    DequantizeRow(e.type, static_cast<const uint8_t*>(e.data) + tokens[i] * e.row_bytes, row, n_embd);
+    if (hp.embd_scale > 0) Scale(row, n_embd, hp.embd_scale);
   }
-
   for (int il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& L = model_.layers[il];
-    float* k_cache = s.k_cache.get() + il * n_ctx * kv_width;  // [n_ctx, kv_width]
-    float* v_cache = s.v_cache.get() + il * n_ctx * v_width;   // [n_ctx, v_width]
-    float* k_new = k_cache + size_t(n_past_) * kv_width;       // [n, kv_width]
-    float* v_new = v_cache + size_t(n_past_) * v_width;        // [n, v_width]
-
-    // Attention: new keys and values go straight into the cache rows.
-    for (int i = 0; i < n; ++i) {
-      RmsNorm(x + size_t(i) * n_embd, L.attn_norm, n_embd, hp.norm_eps, s.xn.get() + size_t(i) * n_embd);
-    }
-    matmul(L.wq, s.xn.get(), n, s.q.get());
-    matmul(L.wk, s.xn.get(), n, k_new);
-    matmul(L.wv, s.xn.get(), n, v_new);
-    for (int i = 0; i < n; ++i) {
-      float* q = s.q.get() + size_t(i) * q_width;
-      float* k = k_new + size_t(i) * kv_width;
-      if (L.bq) AddInPlace(q, L.bq, q_width);
-      if (L.bk) AddInPlace(k, L.bk, kv_width);
-      if (L.bv) AddInPlace(v_new + size_t(i) * v_width, L.bv, v_width);
-      if (hp.qk_norm) {
-        for (int h = 0; h < hp.n_head; ++h) RmsNorm(q + h * hp.head_dim, L.q_norm, hp.head_dim, hp.norm_eps, q + h * hp.head_dim);
-        for (int h = 0; h < hp.n_head_kv; ++h) RmsNorm(k + h * hp.head_dim, L.k_norm, hp.head_dim, hp.norm_eps, k + h * hp.head_dim);
-      }
-      const int pos = n_past_ + i;
-      Rope(q, hp.n_head, hp.head_dim, hp.rope_dims, pos, hp.rope_base, model_.rope_freqs, adjacent_pairs);
-      Rope(k, hp.n_head_kv, hp.head_dim, hp.rope_dims, pos, hp.rope_base, model_.rope_freqs, adjacent_pairs);
-    }
-    pool_.Run(int64_t(n) * hp.n_head, [&](int64_t task, int thread) {
-      const int i = static_cast<int>(task / hp.n_head);
-      const int h = static_cast<int>(task % hp.n_head);
-      AttendOneHead(shape, h, s.q.get() + size_t(i) * q_width, k_cache, kv_width, v_cache,
-                    v_width, n_past_ + i + 1, s.scores.get() + size_t(thread) * n_ctx,
-                    s.attn.get() + size_t(i) * o_width);
-    });
-    matmul(L.wo, s.attn.get(), n, s.proj.get());
-    for (int i = 0; i < n; ++i) AddInPlace(x + size_t(i) * n_embd, s.proj.get() + size_t(i) * n_embd, n_embd);
-
-    // Feed-forward: down(silu(gate x) * up x).
-    for (int i = 0; i < n; ++i) {
-      RmsNorm(x + size_t(i) * n_embd, L.ffn_norm, n_embd, hp.norm_eps, s.xn.get() + size_t(i) * n_embd);
-    }
-    matmul(L.w_gate, s.xn.get(), n, s.gate.get());
-    matmul(L.w_up, s.xn.get(), n, s.up.get());
-    SiluMul(s.gate.get(), s.up.get(), n * hp.n_ff, s.gate.get());
-    matmul(L.w_down, s.gate.get(), n, s.proj.get());
-    for (int i = 0; i < n; ++i) AddInPlace(x + size_t(i) * n_embd, s.proj.get() + size_t(i) * n_embd, n_embd);
+    keep_taps(il);
+    RunLayer(il, n, first_pos);
   }
+  keep_taps(hp.n_layer);
+  cache_->Append(n);
 
-  const int first = all_logits ? 0 : n - 1;
-  n_logit_rows_ = n - first;
-  for (int i = first; i < n; ++i) {
-    RmsNorm(x + size_t(i) * n_embd, model_.output_norm, n_embd, hp.norm_eps,
-            s.xn.get() + size_t(i - first) * n_embd);
+  for (int i = first_out; i < n; ++i) {
+    RmsNorm(s.x.get() + size_t(i) * n_embd, model_.output_norm, n_embd, hp.norm_eps,
+            s.xn.get() + size_t(i - first_out) * n_embd);
   }
-  matmul(model_.output, s.xn.get(), n_logit_rows_, s.logits.get());
-  n_past_ += n;
+  MatMul(model_.output, s.xn.get(), n_logit_rows_, s.logits.get(), s.matmul.get(), pool_);
+  if (hp.final_softcap > 0) SoftCap(s.logits.get(), n_logit_rows_ * hp.n_vocab, hp.final_softcap);
 }
 
 }  // namespace kakeya

@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "cache/kv_cache.h"
 #include "model/model.h"
 
 namespace kakeya {
 
 struct ContextOptions {
   int n_ctx = 2048;      // positions the KV cache holds
-  int max_batch = 512;   // rows per Forward() call (longer prompts are chunked by the caller)
+  int max_batch = 512;   // rows per Forward() call, and rows that can be trimmed again
   int n_threads = 2;
   int max_logit_rows = 0;  // rows of logits one Forward() may return; 0 means max_batch
 };
@@ -27,8 +28,9 @@ class Context {
   ~Context();
 
   // Runs tokens at positions n_past() .. n_past() + tokens.size() - 1 (at most
-  // max_batch rows, and at most max_logit_rows when all_logits), appends their keys and values to the cache, and computes
-  // logits for every row if all_logits, else for the last row only.
+  // max_batch rows, and at most max_logit_rows when all_logits), appends their
+  // keys and values to the cache as pending rows, and computes logits for
+  // every row if all_logits, else for the last row only.
   // Row i's logits are bit-identical however the tokens are split into calls
   // and whatever the thread count. Throws Error on an out-of-range token id or
   // when the cache would overflow n_ctx.
@@ -38,9 +40,22 @@ class Context {
   std::span<const float> logits(int i) const;
   int n_logit_rows() const { return n_logit_rows_; }
 
-  int n_past() const { return n_past_; }
-  // Forgets cached positions >= n (O(1)).
-  void TruncateTo(int n);
+  // Hidden-state taps for drafters that read the target's features. Tap l in
+  // [0, n_layer] is the residual stream entering layer l (l == n_layer: the
+  // final residual, before output_norm), kept for the rows that get logits.
+  // Allocates; call at set-up, not per step. No taps: nothing is copied.
+  void SetHiddenTaps(std::vector<int> layers);
+  // F32 [n_embd] of tap t (index into the SetHiddenTaps list), logit row i.
+  std::span<const float> hidden(int t, int i) const;
+
+  // Cache bookkeeping (cache/kv_cache.h): rows of a Forward are pending until
+  // committed; Trim(n) drops the last n pending rows in O(1).
+  int n_past() const { return cache_->n_past(); }
+  int n_committed() const { return cache_->n_committed(); }
+  void Commit() { cache_->Commit(); }
+  void Trim(int n) { cache_->Trim(n); }
+  void Clear() { cache_->Clear(); }
+  const KvCache& cache() const { return *cache_; }
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
@@ -48,11 +63,13 @@ class Context {
 
  private:
   struct Scratch;
+  void RunLayer(int il, int n, int first_pos);
   const Model& model_;
   ContextOptions options_;
   ThreadPool pool_;
+  std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Scratch> s_;
-  int n_past_ = 0;
+  std::vector<int> taps_;
   int n_logit_rows_ = 0;
 };
 

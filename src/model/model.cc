@@ -8,16 +8,20 @@ namespace kakeya {
 namespace {
 
 // Architectures this build can run, and how they differ (STYLE.md item 2:
-// differences between Llama-like families are flags, not copied files).
+// differences between families are flags, not copied files). FORMATS.md 3.4.
+enum class Family { kLlama, kGemma2, kGemma3 };
 struct ArchTraits {
   std::string_view name;
+  Family family;
   RopeStyle rope_style;
   bool qk_norm;
 };
 constexpr ArchTraits kArchitectures[] = {
-    {"llama", RopeStyle::kNormal, false},
-    {"qwen2", RopeStyle::kNeox, false},
-    {"qwen3", RopeStyle::kNeox, true},
+    {"llama", Family::kLlama, RopeStyle::kNormal, false},
+    {"qwen2", Family::kLlama, RopeStyle::kNeox, false},
+    {"qwen3", Family::kLlama, RopeStyle::kNeox, true},
+    {"gemma2", Family::kGemma2, RopeStyle::kNeox, false},
+    {"gemma3", Family::kGemma3, RopeStyle::kNeox, true},
 };
 
 std::string SupportedArchitectures() {
@@ -90,6 +94,51 @@ int PositiveKey(const GgufFile& gguf, const std::string& key) {
   return static_cast<int>(v);
 }
 
+// Gemma 2/3 (FORMATS.md 3.4): scaled embeddings, post-norms, GeGLU, soft-caps
+// and sliding-window layers.
+void ReadGemmaHParams(const GgufFile& gguf, const ArchTraits& arch, HParams& hp) {
+  const std::string p = std::string(arch.name) + ".";
+  const bool gemma2 = arch.family == Family::kGemma2;
+  hp.ffn_act = FfnActivation::kGelu;
+  hp.post_norms = true;
+  hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  // The 27B models scale queries by 1/sqrt(n_embd / n_head) (HF query_pre_attn_scalar).
+  if ((gemma2 && hp.n_layer == 46) || (!gemma2 && hp.n_layer == 62)) {
+    hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / hp.n_head));
+  }
+  if (gemma2) {
+    hp.attn_softcap = gguf.FindF32(p + "attn_logit_softcapping").value_or(50.0f);
+    hp.final_softcap = gguf.FindF32(p + "final_logit_softcapping").value_or(30.0f);
+    hp.n_swa = gguf.FindU32(p + "attention.sliding_window").value_or(4096);
+    hp.rope_base_swa = gguf.FindF32(p + "rope.freq_base_swa").value_or(hp.rope_base);
+  } else {
+    hp.final_softcap = gguf.FindF32(p + "final_logit_softcapping").value_or(0.0f);
+    hp.n_swa = gguf.FindU32(p + "attention.sliding_window").value_or(0);
+    hp.rope_base_swa = gguf.FindF32(p + "rope.freq_base_swa").value_or(10000.0f);
+  }
+  if (hp.attn_softcap < 0 || hp.final_softcap < 0 || !(hp.rope_base_swa > 0)) {
+    Fail(gguf.name(), ": negative soft-cap or non-positive rope.freq_base_swa");
+  }
+
+  // Which layers slide: an explicit bool array, or a period n where the last
+  // layer of every period is global (llama.cpp set_swa_pattern).
+  hp.swa_layers.assign(hp.n_layer, 0);
+  if (hp.n_swa == 0) return;
+  const std::string key = p + "attention.sliding_window_pattern";
+  const GgufValue* pattern = gguf.Find(key);
+  if (pattern != nullptr && pattern->type == GgufType::kArray) {
+    if (pattern->elem_type != GgufType::kBool || pattern->count != static_cast<uint64_t>(hp.n_layer)) {
+      Fail(gguf.name(), ": ", key, " must be a bool array of block_count (", hp.n_layer, ") entries");
+    }
+    for (int il = 0; il < hp.n_layer; ++il) hp.swa_layers[il] = pattern->array_data[il] != 0;
+    return;
+  }
+  const uint32_t period = pattern != nullptr ? gguf.GetU32(key) : (gemma2 ? 2 : 6);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    hp.swa_layers[il] = period == 0 || (period > 1 && static_cast<uint32_t>(il) % period < period - 1);
+  }
+}
+
 HParams ReadHParams(const GgufFile& gguf, const ArchTraits& arch, int n_vocab) {
   const std::string p = std::string(arch.name) + ".";
   HParams hp;
@@ -130,6 +179,8 @@ HParams ReadHParams(const GgufFile& gguf, const ArchTraits& arch, int n_vocab) {
   }
   hp.rope_style = arch.rope_style;
   hp.qk_norm = arch.qk_norm;
+  hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  if (arch.family != Family::kLlama) ReadGemmaHParams(gguf, arch, hp);
   return hp;
 }
 
@@ -164,7 +215,8 @@ std::unique_ptr<Model> Model::Load(const std::string& path) {
 
   m->token_embd = bind.Matrix("token_embd.weight", n_embd, hp.n_vocab);
   m->output_norm = bind.Vector("output_norm.weight", n_embd);
-  if (bind.Find("output.weight") != nullptr) {
+  // gemma2 always uses token_embd as the output head (llama.cpp ignores output.weight).
+  if (bind.Find("output.weight") != nullptr && arch->family != Family::kGemma2) {
     m->output = bind.Matrix("output.weight", n_embd, hp.n_vocab);
   } else {
     m->output = m->token_embd;
@@ -191,6 +243,10 @@ std::unique_ptr<Model> Model::Load(const std::string& path) {
       L.k_norm = bind.Vector(b + "attn_k_norm.weight", hp.head_dim);
     }
     L.ffn_norm = bind.Vector(b + "ffn_norm.weight", n_embd);
+    if (hp.post_norms) {
+      L.post_attn_norm = bind.Vector(b + "post_attention_norm.weight", n_embd);
+      L.post_ffn_norm = bind.Vector(b + "post_ffw_norm.weight", n_embd);
+    }
     L.w_gate = bind.Matrix(b + "ffn_gate.weight", n_embd, hp.n_ff);
     L.w_up = bind.Matrix(b + "ffn_up.weight", n_embd, hp.n_ff);
     L.w_down = bind.Matrix(b + "ffn_down.weight", hp.n_ff, n_embd);

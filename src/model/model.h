@@ -18,6 +18,11 @@ enum class RopeStyle {
   kNeox,    // rotate halves (x[i], x[i + d/2]): qwen2/3, gemma
 };
 
+enum class FfnActivation {
+  kSilu,  // SwiGLU: llama, qwen
+  kGelu,  // GeGLU with ggml's F16 tanh GELU: gemma
+};
+
 struct HParams {
   std::string arch;  // general.architecture
   int n_vocab = 0;
@@ -35,6 +40,17 @@ struct HParams {
   RopeStyle rope_style = RopeStyle::kNormal;
   bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
   bool tied_output = false;   // output projection is token_embd
+  FfnActivation ffn_act = FfnActivation::kSilu;
+  float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
+  float attn_scale = 0.0f;     // multiplies q.k (1/sqrt(head_dim) unless the model says otherwise)
+  float attn_softcap = 0.0f;   // > 0: attention scores soft-capped (gemma2)
+  float final_softcap = 0.0f;  // > 0: logits soft-capped (gemma2, some gemma3)
+  bool post_norms = false;     // RMSNorm of the attention and FFN outputs (gemma)
+  // Sliding-window attention: layer il is local iff swa_layers[il]; a query at
+  // i then sees keys j with i - n_swa < j <= i, and RoPE uses rope_base_swa.
+  int n_swa = 0;
+  std::vector<uint8_t> swa_layers;  // [n_layer]
+  float rope_base_swa = 10000.0f;
 };
 
 // One decoder layer's weights. Shapes in GGUF order [ne0 = n_in, ne1 = n_out].
@@ -49,7 +65,9 @@ struct LayerWeights {
   const float* bv = nullptr;         // F32 [n_head_kv * value_dim]
   const float* q_norm = nullptr;     // F32 [head_dim] (qk_norm)
   const float* k_norm = nullptr;     // F32 [head_dim]
+  const float* post_attn_norm = nullptr;  // F32 [n_embd] (post_norms)
   const float* ffn_norm = nullptr;   // F32 [n_embd]
+  const float* post_ffn_norm = nullptr;   // F32 [n_embd] (post_norms)
   WeightMatrix w_gate;               // [n_embd, n_ff]
   WeightMatrix w_up;                 // [n_embd, n_ff]
   WeightMatrix w_down;               // [n_ff, n_embd]

@@ -21,9 +21,9 @@ constexpr const char* kThreeDigits = "[0-9][0-9][0-9]";
 struct Entry {
   std::vector<std::string_view> names;
   std::vector<const char*> regexes;
-  bool ignore_merges;
-  bool add_bos;
-  bool clean_spaces;
+  bool ignore_merges = false;
+  bool add_bos = false;
+  bool clean_spaces = true;
 };
 
 // Names and flags as in llama_vocab::impl::load, regexes as in the
@@ -31,25 +31,30 @@ struct Entry {
 // listed; the others (deepseek-llm, deepseek-v3, bloom, chatglm, tekken,
 // gpt-4o, ...) are rejected rather than tokenized subtly wrong.
 const Entry kEntries[] = {
-    {{"default"},
-     {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", kThreeDigits},
-     false, false, true},
-    {{"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de", "a.x-4.0",
-      "mellum", "exaone4", "mpt", "olmo", "jais"},
-     {kGpt2}, false, false, true},
-    {{"trillion", "granite-docling"}, {kGpt2}, false, false, false},
+    {.names = {"default"},
+     .regexes = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", kThreeDigits}},
+    {.names = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+               "a.x-4.0", "mellum", "exaone4", "mpt", "olmo", "jais"},
+     .regexes = {kGpt2}},
+    {.names = {"trillion", "granite-docling"}, .regexes = {kGpt2}, .clean_spaces = false},
     // llama.cpp's LLAMA3 type also turns on ignore_merges and add_bos.
-    {{"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"},
-     {kLlama3}, true, true, true},
-    {{"dbrx", "smaug-bpe"}, {kLlama3}, false, false, true},
-    {{"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan"}, {kQwen2}, false, false, false},
-    {{"stablelm2", "megrez"}, {kQwen2}, false, false, true},
-    {{"deepseek-coder"},
-     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
-     false, false, false},
-    {{"starcoder", "refact", "codeshell", "exaone", "minerva-7b"}, {"\\p{N}", kGpt2}, false, false, true},
-    {{"command-r", "smollm"}, {"\\p{N}", kGpt2}, false, false, false},
-    {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, kThreeDigits}, false, false, true},
+    {.names = {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0",
+               "lfm2"},
+     .regexes = {kLlama3},
+     .ignore_merges = true,
+     .add_bos = true},
+    {.names = {"dbrx", "smaug-bpe"}, .regexes = {kLlama3}},
+    {.names = {"qwen2", "deepseek-r1-qwen", "kormo", "hunyuan"},
+     .regexes = {kQwen2},
+     .clean_spaces = false},
+    {.names = {"stablelm2", "megrez"}, .regexes = {kQwen2}},
+    {.names = {"deepseek-coder"},
+     .regexes = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
+     .clean_spaces = false},
+    {.names = {"starcoder", "refact", "codeshell", "exaone", "minerva-7b"},
+     .regexes = {"\\p{N}", kGpt2}},
+    {.names = {"command-r", "smollm"}, .regexes = {"\\p{N}", kGpt2}, .clean_spaces = false},
+    {.names = {"falcon"}, .regexes = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, kThreeDigits}},
 };
 
 }  // namespace

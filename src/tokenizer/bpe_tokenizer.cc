@@ -1,12 +1,12 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include <cstdio>
-#include <queue>
 
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "tokenizer/bpe_pre_types.h"
 #include "tokenizer/byte_unicode.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 
 namespace kakeya {
@@ -18,27 +18,6 @@ BpePreType ReadPreType(const GgufFile& gguf) {
   // A missing key means llama.cpp's "default" pre-tokenizer.
   return FindBpePreType(gguf.FindString("tokenizer.ggml.pre").value_or("default"));
 }
-
-struct Symbol {
-  int prev;
-  int next;
-  size_t start;
-  size_t size;  // 0 once merged into its left neighbour
-};
-
-struct Bigram {
-  int rank;
-  int left;
-  int right;
-  size_t size;  // byte size of the merged text when pushed; stale entries differ
-};
-
-// Lowest rank first; ties go to the leftmost pair (llama.cpp's llm_bigram_bpe::comparator).
-struct LowerPriority {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 // GPT-2 code points back to bytes (llama.cpp's llama_decode_text, including
 // its marker for code points outside the map, which quotes the whole token).
@@ -122,15 +101,11 @@ void BpeTokenizer::LoadMerges(const GgufFile& gguf) {
     const std::string_view merge = merges_[i];
     // Split at the first space after position 0, as llama.cpp does.
     const size_t space = merge.find(' ', 1);
-    if (space == std::string_view::npos) Fail(kMergesKey, ": entry ", i, " '", merge, "' has no space");
+    if (space == std::string_view::npos)
+      Fail(kMergesKey, ": entry ", i, " '", merge, "' has no space");
     // On duplicates the first (lowest) rank wins, like llama.cpp's emplace.
     ranks_.emplace(Pair{merge.substr(0, space), merge.substr(space + 1)}, static_cast<int>(i));
   }
-}
-
-int BpeTokenizer::Rank(std::string_view left, std::string_view right) const {
-  const auto it = ranks_.find(Pair{left, right});
-  return it == ranks_.end() ? -1 : it->second;
 }
 
 std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_special,
@@ -163,38 +138,13 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<TokenId>& out) 
       return;
     }
   }
-  std::vector<Symbol> symbols;  // one per code point of the mapped word
-  for (size_t pos = 0; pos < word.size();) {
-    const size_t size = std::min(utf8::SequenceLength(word[pos]), word.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, pos + size == word.size() ? -1 : index + 1, pos, size});
-    pos += size;
-  }
-
-  std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const Symbol& l = symbols[left];
-    const Symbol& r = symbols[right];
-    const int rank = Rank(word.substr(l.start, l.size), word.substr(r.start, r.size));
-    if (rank >= 0) queue.push({rank, left, right, l.size + r.size});
+  // Lowest merge rank first.
+  auto rank = [&](std::string_view left, std::string_view right) -> std::optional<double> {
+    const auto it = ranks_.find(Pair{left, right});
+    if (it == ranks_.end()) return std::nullopt;
+    return -static_cast<double>(it->second);
   };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
-    // Symbols only grow, so the pair is current iff both still exist with the sizes it had.
-    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    try_add(left.prev, bigram.left);
-    try_add(bigram.left, left.next);
-  }
+  const std::vector<MergeSymbol> symbols = MergeSymbols(word, rank);
 
   for (int i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[i].next) {
     const std::string_view symbol = word.substr(symbols[i].start, symbols[i].size);

@@ -38,12 +38,11 @@ class BpeTokenizer final : public Tokenizer {
   void LoadMerges(const GgufFile& gguf);
   // Appends the tokens of one byte-mapped pre-token.
   void EncodeWord(std::string_view word, std::vector<TokenId>& out) const;
-  int Rank(std::string_view left, std::string_view right) const;
 
   PreTokenizer pre_;
   bool ignore_merges_ = false;
   bool clean_spaces_ = true;
-  std::vector<std::string> merges_;                 // tokenizer.ggml.merges
+  std::vector<std::string> merges_;                // tokenizer.ggml.merges
   std::unordered_map<Pair, int, PairHash> ranks_;  // views into merges_ -> index
 };
 

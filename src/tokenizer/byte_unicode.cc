@@ -7,7 +7,9 @@
 namespace kakeya {
 namespace {
 
-bool IsPrintable(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE; }
+bool IsPrintable(int b) {
+  return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+}
 
 struct ByteMap {
   std::array<std::string, 256> to_utf8;

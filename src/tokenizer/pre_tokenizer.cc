@@ -109,7 +109,8 @@ class PreTokenizer::Regex {
 };
 
 PreTokenizer::PreTokenizer(const std::vector<std::string>& patterns, std::string_view key) {
-  for (const std::string& pattern : patterns) regexes_.push_back(std::make_unique<Regex>(pattern, key));
+  for (const std::string& pattern : patterns)
+    regexes_.push_back(std::make_unique<Regex>(pattern, key));
 }
 
 PreTokenizer::~PreTokenizer() = default;

@@ -8,7 +8,7 @@
 namespace kakeya {
 
 std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecial(std::string_view text,
-                                                          bool parse_special) const {
+                                                         bool parse_special) const {
   std::vector<Fragment> fragments;
   if (text.empty()) return fragments;
   fragments.push_back({text});

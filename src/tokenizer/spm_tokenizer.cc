@@ -2,11 +2,10 @@
 
 #include <cctype>
 #include <cstdio>
-#include <queue>
 
 #include "base/error.h"
 #include "gguf/gguf.h"
-#include "tokenizer/utf8.h"
+#include "tokenizer/symbol_merge.h"
 
 namespace kakeya {
 namespace {
@@ -63,36 +62,14 @@ int ParseByteToken(std::string_view text) {
   int value = 0;
   for (char c : text.substr(3, 2)) {
     const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                      : (c >= 'A' && c <= 'F')                   ? c - 'A' + 10
-                      : (c >= 'a' && c <= 'f')                   ? c - 'a' + 10
-                                                                 : -1;
+                      : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                      : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+                                                                  : -1;
     if (digit < 0) return -1;
     value = value * 16 + digit;
   }
   return value;
 }
-
-// A run of the text; merged symbols are always contiguous.
-struct Symbol {
-  int prev;
-  int next;
-  size_t start;
-  size_t size;  // 0 once merged into its left neighbour
-};
-
-struct Bigram {
-  float score;
-  int left;
-  int right;
-  size_t size;  // byte size of the merged text when pushed; stale entries differ
-};
-
-// Highest score first; ties go to the leftmost pair (llama.cpp's llm_bigram_spm::comparator).
-struct LowerPriority {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);
-  }
-};
 
 }  // namespace
 
@@ -140,37 +117,13 @@ std::vector<TokenId> SpmTokenizer::Encode(std::string_view text, bool add_specia
 }
 
 void SpmTokenizer::Merge(std::string_view text, std::vector<TokenId>& out) const {
-  // One symbol per UTF-8 character (a truncated sequence at the end is one symbol).
-  std::vector<Symbol> symbols;
-  for (size_t pos = 0; pos < text.size();) {
-    const size_t size = std::min(utf8::SequenceLength(text[pos]), text.size() - pos);
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({index - 1, pos + size == text.size() ? -1 : index + 1, pos, size});
-    pos += size;
-  }
-
-  std::priority_queue<Bigram, std::vector<Bigram>, LowerPriority> queue;
-  auto try_add = [&](int left, int right) {
-    if (left < 0 || right < 0) return;
-    const size_t size = symbols[left].size + symbols[right].size;
-    const TokenId id = FindToken(text.substr(symbols[left].start, size));
-    if (id >= 0) queue.push({scores_[id], left, right, size});
+  // Any adjacent pair whose concatenation is a token may merge, best score first.
+  auto score = [&](std::string_view left, std::string_view right) -> std::optional<double> {
+    const TokenId id = FindToken(std::string_view(left.data(), left.size() + right.size()));
+    if (id < 0) return std::nullopt;
+    return scores_[id];
   };
-  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
-    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    try_add(left.prev, bigram.left);
-    try_add(bigram.left, left.next);
-  }
+  const std::vector<MergeSymbol> symbols = MergeSymbols(text, score);
 
   // Every merged symbol is a token; only single characters can be missing.
   // (llama.cpp's resegment also re-splits via recorded merges, which for that

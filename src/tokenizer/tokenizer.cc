@@ -21,8 +21,8 @@ constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
 // Texts that llama.cpp treats as end of generation whatever the metadata says
 // (and forces to CONTROL, so they are not rendered as text by default).
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>",         "<end_of_turn>",      "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",          "<|end_of_text|>",    "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
 };
 
 // Special ids llama.cpp finds by text when their key is missing; found tokens
@@ -38,23 +38,19 @@ struct DetectedId {
 const DetectedId kDetectedIds[] = {
     {{"tokenizer.ggml.eot_token_id"},
      {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-      "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>",
-      "<end_of_utterance>"},
+      "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"},
      true},
     {{"tokenizer.ggml.eom_token_id"}, {"<|eom_id|>"}, true},
     {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
-     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-      "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
+     {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
       "<|code_prefix|>"},
      false},
     {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
-     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
-      "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
+     {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
       "<|code_suffix|>"},
      false},
     {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
-     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
-      "<｜fim▁end｜>", "<MID>", "▁<MID>",
+     {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
       "<|code_middle|>"},
      false},
     {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}, true},
@@ -104,7 +100,8 @@ std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
   if (!model) Fail(kModelKey, ": missing (the GGUF has no tokenizer)");
   if (*model == "llama") return std::make_unique<SpmTokenizer>(gguf);
   if (*model == "gpt2") return std::make_unique<BpeTokenizer>(gguf);
-  Fail(kModelKey, ": unsupported tokenizer model '", *model, "'; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+  Fail(kModelKey, ": unsupported tokenizer model '", *model,
+       "'; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
 }
 
 bool Tokenizer::IsEndOfGeneration(TokenId id) const {
@@ -162,19 +159,11 @@ void Tokenizer::LoadSpecialIds(const GgufFile& gguf, TokenId default_bos, TokenI
   if (add_eos_ && eos_ < 0) Fail("tokenizer.ggml.add_eos_token: set, but there is no EOS token");
 }
 
+// llama.cpp's "auto-detect special tokens by text" and special_eog_ids.
 void Tokenizer::BuildEndOfGeneration(const GgufFile& gguf) {
-  const size_t n = texts_.size();
   std::set<TokenId> ids = {eos_};
   for (const DetectedId& detected : kDetectedIds) {
-    TokenId id = -1;
-    for (std::string_view key : detected.keys) {
-      if (id < 0) id = ReadId(gguf, key, -1, n);
-    }
-    if (id < 0) {
-      for (std::string_view text : detected.texts) {
-        if (id < 0 && (id = FindToken(text)) >= 0) types_[id] = kTokenControl;
-      }
-    }
+    const TokenId id = ReadOrDetectId(gguf, detected.keys, detected.texts);
     if (detected.end_of_generation) ids.insert(id);
   }
   for (std::string_view text : kEndOfGenerationTexts) {
@@ -185,6 +174,20 @@ void Tokenizer::BuildEndOfGeneration(const GgufFile& gguf) {
   }
   ids.erase(-1);
   end_of_generation_.assign(ids.begin(), ids.end());
+}
+
+TokenId Tokenizer::ReadOrDetectId(const GgufFile& gguf, std::span<const std::string_view> keys,
+                                  std::span<const std::string_view> texts) {
+  for (std::string_view key : keys) {
+    if (const TokenId id = ReadId(gguf, key, -1, texts_.size()); id >= 0) return id;
+  }
+  for (std::string_view text : texts) {
+    if (const TokenId id = FindToken(text); id >= 0) {
+      types_[id] = kTokenControl;
+      return id;
+    }
+  }
+  return -1;
 }
 
 void Tokenizer::BuildSpecialTokens(const GgufFile& gguf) {

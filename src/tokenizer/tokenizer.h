@@ -90,6 +90,10 @@ class Tokenizer {
   void LoadSpecialIds(const GgufFile& gguf, TokenId default_bos, TokenId default_eos,
                       bool default_add_bos);
   void BuildEndOfGeneration(const GgufFile& gguf);
+  // The id under the first present key, else the first token with one of
+  // `texts` (forced to CONTROL, as llama.cpp does), else -1.
+  TokenId ReadOrDetectId(const GgufFile& gguf, std::span<const std::string_view> keys,
+                         std::span<const std::string_view> texts);
   void BuildSpecialTokens(const GgufFile& gguf);
 
   std::unordered_map<std::string_view, TokenId> ids_;  // views into texts_

@@ -118,7 +118,7 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Quantizes one activation row to 32-element blocks (ActQ8). Only this row's
 // values are read, so the result does not depend on the batch.
-void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d8, float* s8) {
+void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* ds, float* ss) {
   for (int64_t b = 0; b < n_in / kQK; ++b) {
     const float* xb = x + b * kQK;
     float amax = 0;
@@ -130,11 +130,8 @@ void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d8, float* s
       qs[b * kQK + k] = static_cast<int8_t>(q);
       sum += q;
     }
-    for (int l = 0; l < 8; ++l) {
-      d8[b * 8 + l] = d;
-      s8[b * 8 + l] = 0;
-    }
-    s8[b * 8] = d * static_cast<float>(sum);
+    ds[b] = d;
+    ss[b] = d * static_cast<float>(sum);
   }
 }
 
@@ -172,7 +169,7 @@ void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t*
 
 size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
   const auto rows = static_cast<size_t>(n_rows), in = static_cast<size_t>(n_in);
-  if (IsLegacyQuant(type)) return AlignUp(rows * in) + 2 * AlignUp(rows * in / 4 * sizeof(float));
+  if (IsLegacyQuant(type)) return AlignUp(rows * in) + 2 * AlignUp(rows * in / kQK * sizeof(float));
   if (IsKQuant(type)) {
     return AlignUp(rows * in) + AlignUp(rows * in / kQKK * sizeof(float)) +
            AlignUp(rows * in / 16 * sizeof(int16_t));
@@ -189,13 +186,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   auto* base = static_cast<uint8_t*>(scratch);
   const int64_t n_in = w.n_in;
   if (IsLegacyQuant(w.type)) {
+    const int64_t nb = n_in / kQK;
     auto* qs = reinterpret_cast<int8_t*>(base);
-    auto* d8 = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
-    float* s8 = d8 + AlignUp(n_rows * n_in / 4 * sizeof(float)) / sizeof(float);
+    auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
+    float* s = d + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float);
     pool.Run(n_rows, [&](int64_t r, int) {
-      QuantizeRowQ8(x + r * n_in, n_in, qs + r * n_in, d8 + r * n_in / 4, s8 + r * n_in / 4);
+      QuantizeRowQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb);
     });
-    job.q8 = {qs, d8, s8};
+    job.q8 = {qs, d, s};
     kernel = target.legacy_kernel(w.type);
   } else if (IsKQuant(w.type)) {
     const int64_t nsb = n_in / kQKK;

@@ -29,12 +29,10 @@ namespace kakeya {
 
 // Activation rows quantized in 32-element blocks (for Q4_0 .. Q8_0 weights).
 // The F32 block scale is kept (not rounded to F16 like llama.cpp's Q8_0).
-// Scales are stored once per int32 lane of a block's dot product (8 lanes of
-// 4 bytes), so SIMD kernels load them already laid out like their sums.
 struct ActQ8 {
   const int8_t* qs;  // I8  [n_rows, n_in]: round-half-even(x / d), in -127..127
-  const float* d8;   // F32 [n_rows, n_in / 4]: block scale d = amax / 127, 8 copies
-  const float* s8;   // F32 [n_rows, n_in / 4]: lane 0 = d * sum(qs of block), lanes 1..7 = 0
+  const float* d;    // F32 [n_rows, n_in / 32]: block scale d = amax / 127
+  const float* s;    // F32 [n_rows, n_in / 32]: d * sum(qs of the block), for mins
 };
 
 // Activation rows quantized as llama.cpp's Q8_K (FORMATS.md 2.3), for K-quants.

@@ -95,12 +95,12 @@ void LegacyMatMulPortable(const MatMulJob& job, int64_t col_begin, int64_t col_e
       for (int64_t b = 0; b < nb; ++b) {
         const Decoded blk = DecodeBlock<kType>(row, b);
         for (int r = 0; r < n; ++r) {
-          const int64_t xr = (r0 + r) * w.n_in;
-          const int8_t* xq = a.qs + xr + b * kQK;
+          const int64_t xb = (r0 + r) * nb + b;
+          const int8_t* xq = a.qs + xb * kQK;
           int32_t dot = 0;
           for (int k = 0; k < kQK; ++k) dot += blk.q[k] * xq[k];
-          acc[r] += (blk.d * a.d8[xr / 4 + b * 8]) * static_cast<float>(dot);
-          if constexpr (kHasMin) acc[r] += blk.m * a.s8[xr / 4 + b * 8];
+          acc[r] += (blk.d * a.d[xb]) * static_cast<float>(dot);
+          if constexpr (kHasMin) acc[r] += blk.m * a.s[xb];
         }
       }
       for (int r = 0; r < n; ++r) job.y[(r0 + r) * w.n_out + o] = acc[r];
@@ -140,9 +140,16 @@ HWY_INLINE float ReduceF(VF v) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 HWY_INLINE VI Join(__m256i a, __m256i) { return a; }
-HWY_INLINE VF Scales(float a, float) { return _mm256_set1_ps(a); }
 HWY_INLINE VI LoadQ(const int8_t* p, int) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-HWY_INLINE VF LoadF(const float* p, int) { return _mm256_loadu_ps(p); }
+// The F16 scale at p0 in all lanes.
+HWY_INLINE VF HalfScales(const uint8_t* p0, const uint8_t*, int) {
+  uint16_t h;
+  std::memcpy(&h, p0, 2);
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
+}
+// Activation block scale in all lanes / block sum in lane 0 only.
+HWY_INLINE VF BlockScales(const float* d, int) { return _mm256_broadcast_ss(d); }
+HWY_INLINE VF BlockSums(const float* s, int) { return _mm256_zextps128_ps256(_mm_load_ss(s)); }
 #else
 using VI = __m512i;
 using VF = __m512;
@@ -154,16 +161,27 @@ HWY_INLINE float ReduceF(VF v) { return _mm512_reduce_add_ps(v); }
 HWY_INLINE VI Join(__m256i a, __m256i b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
 }
-HWY_INLINE VF Scales(float a, float b) {
-  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
-}
 // n = 1: the last, odd block; the upper half is zero (and so are its scales).
 HWY_INLINE VI LoadQ(const int8_t* p, int n) {
   return n == 2 ? _mm512_loadu_si512(p)
                 : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-HWY_INLINE VF LoadF(const float* p, int n) {
-  return n == 2 ? _mm512_loadu_ps(p) : _mm512_zextps256_ps512(_mm256_loadu_ps(p));
+// The F16 scales at p0 and p1 in lanes 0..7 and 8..15.
+HWY_INLINE VF HalfScales(const uint8_t* p0, const uint8_t* p1, int n) {
+  uint16_t h0, h1 = 0;
+  std::memcpy(&h0, p0, 2);
+  if (n == 2) std::memcpy(&h1, p1, 2);
+  return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(h1)),
+                                          _mm_set1_epi16(static_cast<short>(h0))));
+}
+// Activation block scales in lanes 0..7 and 8..15 / block sums in lanes 0 and 8.
+HWY_INLINE VF BlockScales(const float* d, int n) {
+  const __m256 hi = n == 2 ? _mm256_broadcast_ss(d + 1) : _mm256_setzero_ps();
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_broadcast_ss(d)), hi, 1);
+}
+HWY_INLINE VF BlockSums(const float* s, int n) {
+  const __m256 hi = _mm256_zextps128_ps256(n == 2 ? _mm_load_ss(s + 1) : _mm_setzero_ps());
+  return _mm512_insertf32x8(_mm512_zextps256_ps512(_mm256_zextps128_ps256(_mm_load_ss(s))), hi, 1);
 }
 #endif
 
@@ -174,12 +192,6 @@ HWY_INLINE VF LoadF(const float* p, int n) {
 #else
 #define KAKEYA_VNNI
 #endif
-
-HWY_INLINE float HalfAt(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
 
 // Elements j and j + 16 from the nibbles of qs[j], in element order.
 HWY_INLINE __m256i Nibbles(const uint8_t* qs) {
@@ -206,24 +218,20 @@ template <DType kType>
 constexpr bool kSigned = kType == DType::kQ8_0 || kType == DType::kQ4_0 || kType == DType::kQ5_0;
 
 // One block's quants as bytes in element order (signed or unsigned, see
-// Decoded), its scale and min.
+// Decoded).
 template <DType kType>
-HWY_INLINE __m256i BlockQuants(const uint8_t* blk, float* d, float* m) {
-  *d = HalfAt(blk);
-  *m = 0;
+HWY_INLINE __m256i BlockQuants(const uint8_t* blk) {
   if constexpr (kType == DType::kQ8_0) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
   } else if constexpr (kType == DType::kQ4_0) {
     return _mm256_sub_epi8(Nibbles(blk + 2), _mm256_set1_epi8(8));
   } else if constexpr (kType == DType::kQ4_1) {
-    *m = HalfAt(blk + 2);
     return Nibbles(blk + 4);
   } else if constexpr (kType == DType::kQ5_0) {
     return _mm256_sub_epi8(_mm256_or_si256(Nibbles(blk + 6), HighBits(blk + 2)),
                            _mm256_set1_epi8(16));
   } else {
     static_assert(kType == DType::kQ5_1);
-    *m = HalfAt(blk + 2);
     return _mm256_or_si256(Nibbles(blk + 8), HighBits(blk + 4));
   }
 }
@@ -232,20 +240,20 @@ HWY_INLINE __m256i BlockQuants(const uint8_t* blk, float* d, float* m) {
 struct WVec {
   VI q;
   VI aux;  // VNNI signed: -128 * sum of 4 quants per lane; else signed: |q|
-  VF d, m;
+  VF d, m;  // per lane, its block's scale and min (Q4_1/Q5_1)
 };
 
 template <DType kType>
 HWY_INLINE KAKEYA_VNNI WVec PrepareW(const uint8_t* row, int64_t b, int n) {
   constexpr int64_t kBytes = kBlockBytes<kType>;
-  float d0, m0, d1 = 0, m1 = 0;
-  const __m256i q0 = BlockQuants<kType>(row + b * kBytes, &d0, &m0);
-  __m256i q1 = _mm256_setzero_si256();
-  if (n == 2) q1 = BlockQuants<kType>(row + (b + 1) * kBytes, &d1, &m1);
+  const uint8_t* b0 = row + b * kBytes;
+  const uint8_t* b1 = b0 + kBytes;  // read only if n == 2
+  const __m256i q0 = BlockQuants<kType>(b0);
+  const __m256i q1 = n == 2 ? BlockQuants<kType>(b1) : _mm256_setzero_si256();
   WVec w;
   w.q = Join(q0, q1);
-  w.d = Scales(d0, d1);
-  w.m = Scales(m0, m1);
+  w.d = HalfScales(b0, b1, n);
+  if constexpr (!kSigned<kType>) w.m = HalfScales(b0 + 2, b1 + 2, n);
   if constexpr (kSigned<kType>) {
 #if HWY_TARGET == HWY_AVX3_DL
     const VI zero = _mm512_setzero_si512();
@@ -282,10 +290,9 @@ HWY_INLINE KAKEYA_VNNI VI Dot(const WVec& w, VI x) {
 }
 
 template <DType kType, int kR>
-HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8& a, int64_t n_in,
+HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8& a, int64_t nb,
                                             int64_t r0, float (*out)[kCols]) {
   constexpr bool kHasMin = !kSigned<kType>;
-  const int64_t nb = n_in / kQK;
   VF acc[kR][kCols];
   for (int r = 0; r < kR; ++r) {
     for (int c = 0; c < kCols; ++c) acc[r][c] = ZeroF();
@@ -295,15 +302,15 @@ HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8
     WVec wv[kCols];
     for (int c = 0; c < kCols; ++c) wv[c] = PrepareW<kType>(w[c], b, n);
     for (int r = 0; r < kR; ++r) {
-      const int64_t xr = (r0 + r) * n_in;
-      VI x = LoadQ(a.qs + xr + b * kQK, n);
+      const int64_t xb = (r0 + r) * nb + b;
+      VI x = LoadQ(a.qs + xb * kQK, n);
 #if HWY_TARGET == HWY_AVX3_DL
       if constexpr (kSigned<kType>) x = _mm512_xor_si512(x, _mm512_set1_epi8(-128));
 #endif
-      const VF dx = LoadF(a.d8 + xr / 4 + b * 8, n);
+      const VF dx = BlockScales(a.d + xb, n);
       for (int c = 0; c < kCols; ++c) {
         acc[r][c] = Fma(Cvt(Dot<kType>(wv[c], x)), MulF(wv[c].d, dx), acc[r][c]);
-        if constexpr (kHasMin) acc[r][c] = Fma(wv[c].m, LoadF(a.s8 + xr / 4 + b * 8, n), acc[r][c]);
+        if constexpr (kHasMin) acc[r][c] = Fma(wv[c].m, BlockSums(a.s + xb, n), acc[r][c]);
       }
     }
   }
@@ -314,16 +321,16 @@ HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8
 
 template <DType kType>
 void LegacyMatMulX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
-  const int64_t n_in = job.w->n_in;
+  const int64_t nb = job.w->n_in / kQK;
   ForEachTile<kCols, kMaxRows>(
       job, col_begin, col_end,
       [&](const uint8_t* const* w, int64_t r0, int n_rows, float (*out)[kCols]) HWY_ATTR {
         switch (n_rows) {
-          case 1: return LegacyTileX86<kType, 1>(w, job.q8, n_in, r0, out);
-          case 2: return LegacyTileX86<kType, 2>(w, job.q8, n_in, r0, out);
-          case 3: return LegacyTileX86<kType, 3>(w, job.q8, n_in, r0, out);
-          case 4: return LegacyTileX86<kType, 4>(w, job.q8, n_in, r0, out);
-          default: return LegacyTileX86<kType, kMaxRows>(w, job.q8, n_in, r0, out);
+          case 1: return LegacyTileX86<kType, 1>(w, job.q8, nb, r0, out);
+          case 2: return LegacyTileX86<kType, 2>(w, job.q8, nb, r0, out);
+          case 3: return LegacyTileX86<kType, 3>(w, job.q8, nb, r0, out);
+          case 4: return LegacyTileX86<kType, 4>(w, job.q8, nb, r0, out);
+          default: return LegacyTileX86<kType, kMaxRows>(w, job.q8, nb, r0, out);
         }
       });
 }

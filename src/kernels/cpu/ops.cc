@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/dequant.h"
+
 namespace kakeya {
 
 void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
@@ -51,17 +53,22 @@ void AddInPlace(float* x, const float* y, int n) {
 }
 
 void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
-                   int64_t k_stride, const float* v_cache, int64_t v_stride, int n_keys,
-                   float* scores, float* out) {
+                   int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
+                   int first_pos, int n_keys, float* scores, float* out) {
   const int kv_head = head / (s.n_head / s.n_head_kv);
   const float* qh = q + static_cast<int64_t>(head) * s.head_dim;
+  const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
+  const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
   float max_score = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < n_keys; ++j) {
-    const float* kj = k_cache + j * k_stride + static_cast<int64_t>(kv_head) * s.head_dim;
+  int slot = first_pos % capacity;
+  for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+    const float* kj = k_cache + slot * k_stride + k_offset;
     float dot = 0.0f;
     for (int d = 0; d < s.head_dim; ++d) dot += qh[d] * kj[d];
-    scores[j] = dot * s.scale;
-    if (scores[j] > max_score) max_score = scores[j];
+    float score = dot * s.scale;
+    if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
+    scores[j] = score;
+    if (score > max_score) max_score = score;
   }
   double sum = 0.0;
   for (int j = 0; j < n_keys; ++j) {
@@ -71,11 +78,38 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
   const float inv_sum = static_cast<float>(1.0 / sum);
   float* oh = out + static_cast<int64_t>(head) * s.value_dim;
   for (int d = 0; d < s.value_dim; ++d) oh[d] = 0.0f;
-  for (int j = 0; j < n_keys; ++j) {
-    const float* vj = v_cache + j * v_stride + static_cast<int64_t>(kv_head) * s.value_dim;
+  slot = first_pos % capacity;
+  for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+    const float* vj = v_cache + slot * v_stride + v_offset;
     const float p = scores[j] * inv_sum;
     for (int d = 0; d < s.value_dim; ++d) oh[d] += p * vj[d];
   }
+}
+
+void GeluMul(const float* gate, const float* up, int n, float* out) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  constexpr float kCoef = 0.044715f;
+  for (int i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      const float h = F16ToF32(F32ToF16(x));
+      g = F16ToF32(F32ToF16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)))));
+    }
+    out[i] = g * up[i];
+  }
+}
+
+void Scale(float* x, int n, float s) {
+  for (int i = 0; i < n; ++i) x[i] *= s;
+}
+
+void SoftCap(float* x, int n, float cap) {
+  for (int i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
 }  // namespace kakeya

@@ -25,20 +25,35 @@ void SiluMul(const float* gate, const float* up, int n, float* out);
 // x[i] += y[i]
 void AddInPlace(float* x, const float* y, int n);
 
-// Attention of one query row over keys [0, n_keys) of one sequence's cache,
-// all heads. q: F32 [n_head, head_dim]; k_cache: F32 [n_keys, n_head_kv,
-// head_dim] with row stride k_stride floats; v likewise with value_dim.
-// Query head h reads KV head h / (n_head / n_head_kv). `scores` is scratch of
-// n_keys floats. out: F32 [n_head, value_dim].
+// Attention of one query row, one head, over the keys of positions
+// [first_pos, first_pos + n_keys) of one sequence's cache. The cache is a ring
+// of `capacity` rows (a full cache is a ring that never wraps): position p is
+// row p % capacity of k_cache (F32 [capacity, k_stride]) and v_cache
+// (F32 [capacity, v_stride]). Keys are visited in position order, so a ring
+// and a full cache give the same bits. Query head h reads KV head
+// h / (n_head / n_head_kv). q: F32 [n_head, head_dim]; `scores` is scratch of
+// n_keys floats; writes out[head]: F32 [n_head, value_dim].
 struct AttentionShape {
   int n_head;
   int n_head_kv;
   int head_dim;
   int value_dim;
-  float scale;  // multiplies q.k before softmax
+  float scale;    // multiplies q.k
+  float softcap;  // > 0: scores become softcap * tanh(score / softcap) (gemma2)
 };
 void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
-                   int64_t k_stride, const float* v_cache, int64_t v_stride, int n_keys,
-                   float* scores, float* out);
+                   int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
+                   int first_pos, int n_keys, float* scores, float* out);
+
+// out[i] = gelu(gate[i]) * up[i] with ggml's CPU GELU: tanh approximation,
+// evaluated on the input rounded to F16 and rounded to F16 again (ggml looks
+// it up in an F16 table); 0 below -10 and identity above 10. out may alias gate.
+void GeluMul(const float* gate, const float* up, int n, float* out);
+
+// x[i] *= s
+void Scale(float* x, int n, float s);
+
+// x[i] = cap * tanh(x[i] / cap)
+void SoftCap(float* x, int n, float cap);
 
 }  // namespace kakeya
