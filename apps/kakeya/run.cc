@@ -1,4 +1,6 @@
 // `kakeya run`: generate from a prompt, streaming text or printing one JSON object.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -34,6 +36,12 @@ struct RunFlags {
 int DefaultThreads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+size_t PeakRssBytes() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
@@ -108,6 +116,11 @@ int Run(const RunFlags& f) {
       }
       out["top"] = top;
     }
+    const KvCache& kv = ctx.cache();
+    out["memory"] = {{"kv_bytes", kv.bytes()},
+                     {"kv_full_bytes_per_token", kv.full_bytes_per_token()},
+                     {"kv_ring_bytes", kv.ring_bytes()},
+                     {"peak_rss_bytes", PeakRssBytes()}};
     out["timings"] = {{"load_ms", load_ms},
                       {"prefill_ms", r.prefill_ms},
                       {"decode_ms", r.decode_ms},

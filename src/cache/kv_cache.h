@@ -67,6 +67,7 @@ class KvCache {
   KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending);
 
   LayerCache& layer(int il) { return layers_[il]; }
+  const LayerCache& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
 
   int n_ctx() const { return n_ctx_; }

@@ -25,9 +25,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// Enough registers for 4 x 4 accumulators with 32 vector registers (AVX-512);
-// 2 columns with 16 (AVX2, SSE, NEON keeps it modest too).
-constexpr int kRows = 4;
+// Accumulators for kRows x kCols pairs plus kCols weight vectors fit the
+// register file: 32 registers with AVX-512, 16 otherwise.
+constexpr int kRows = HWY_MAX_BYTES >= 64 ? 6 : 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
@@ -82,32 +82,22 @@ HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_
 
 template <typename T>
 void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
-  const WeightMatrix& w = *job.w;
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  for (int64_t o = col_begin; o < col_end; o += kCols) {
-    // Columns past the range repeat the last one (computed, not stored).
-    const T* wr[kCols];
-    for (int c = 0; c < kCols; ++c) {
-      const int64_t col = std::min(o + c, col_end - 1);
-      wr[c] = reinterpret_cast<const T*>(data + col * w.row_bytes);
-    }
-    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows; r0 += kRows) {
-      const int n_rows = static_cast<int>(std::min<int64_t>(kRows, job.n_rows - r0));
-      const float* xr[kRows];
-      for (int r = 0; r < n_rows; ++r) xr[r] = job.x + (r0 + r) * w.n_in;
-      float out[kRows][kCols];
-      switch (n_rows) {
-        case 1: FloatTile<T, 1>(wr, xr, w.n_in, out); break;
-        case 2: FloatTile<T, 2>(wr, xr, w.n_in, out); break;
-        case 3: FloatTile<T, 3>(wr, xr, w.n_in, out); break;
-        default: FloatTile<T, 4>(wr, xr, w.n_in, out); break;
-      }
-      for (int r = 0; r < n_rows; ++r) {
-        for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
-      }
-    }
-  }
+  const int64_t n_in = job.w->n_in;
+  ForEachTile<kCols, kRows>(
+      job, col_begin, col_end,
+      [&](const uint8_t* const* w_bytes, int64_t r0, int n_rows, float (*out)[kCols]) HWY_ATTR {
+        const T* w[kCols];
+        for (int c = 0; c < kCols; ++c) w[c] = reinterpret_cast<const T*>(w_bytes[c]);
+        const float* x[kRows];
+        for (int r = 0; r < n_rows; ++r) x[r] = job.x + (r0 + r) * n_in;
+        switch (n_rows) {
+          case 1: return FloatTile<T, 1>(w, x, n_in, out);
+          case 2: return FloatTile<T, 2>(w, x, n_in, out);
+          case 3: return FloatTile<T, 3>(w, x, n_in, out);
+          case 4: return FloatTile<T, 4>(w, x, n_in, out);
+          default: return FloatTile<T, kRows>(w, x, n_in, out);
+        }
+      });
 }
 
 MatMulKernel FloatKernel(DType type) {
