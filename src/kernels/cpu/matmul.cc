@@ -8,9 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdlib>
-#include <cstring>
 
 #include "base/error.h"
 #include "kernels/cpu/blocks.h"
@@ -116,55 +114,6 @@ bool IsKQuant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == D
 constexpr size_t kAlign = 64;
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-// Quantizes one activation row to 32-element blocks (ActQ8). Only this row's
-// values are read, so the result does not depend on the batch.
-void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* ds, float* ss) {
-  for (int64_t b = 0; b < n_in / kQK; ++b) {
-    const float* xb = x + b * kQK;
-    float amax = 0;
-    for (int k = 0; k < kQK; ++k) amax = std::max(amax, std::fabs(xb[k]));
-    const float d = amax / 127, id = amax != 0 ? 127 / amax : 0;
-    int sum = 0;
-    for (int k = 0; k < kQK; ++k) {
-      const int q = std::clamp(NearestInt(xb[k] * id), -127, 127);
-      qs[b * kQK + k] = static_cast<int8_t>(q);
-      sum += q;
-    }
-    ds[b] = d;
-    ss[b] = d * static_cast<float>(sum);
-  }
-}
-
-// Q8_K as llama.cpp's quantize_row_q8_K_ref (FORMATS.md 2.3).
-void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
-  for (int64_t b = 0; b < n_in / kQKK; ++b) {
-    const float* xb = x + b * kQKK;
-    float amax = 0, vmax = 0;
-    for (int k = 0; k < kQKK; ++k) {
-      if (std::fabs(xb[k]) > amax) {
-        amax = std::fabs(xb[k]);
-        vmax = xb[k];
-      }
-    }
-    int8_t* q = qs + b * kQKK;
-    if (amax == 0) {
-      d[b] = 0;
-      std::memset(q, 0, kQKK);
-    } else {
-      const float iscale = -127.f / vmax;
-      for (int k = 0; k < kQKK; ++k) {
-        q[k] = static_cast<int8_t>(std::clamp(NearestInt(iscale * xb[k]), -127, 127));
-      }
-      d[b] = 1 / iscale;
-    }
-    for (int g = 0; g < kQKK / 16; ++g) {
-      int sum = 0;
-      for (int l = 0; l < 16; ++l) sum += q[16 * g + l];
-      bsums[b * (kQKK / 16) + g] = static_cast<int16_t>(sum);
-    }
-  }
-}
-
 }  // namespace
 
 size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
@@ -191,7 +140,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
     auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
     float* s = d + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float);
     pool.Run(n_rows, [&](int64_t r, int) {
-      QuantizeRowQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb);
+      QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb);
     });
     job.q8 = {qs, d, s};
     kernel = target.legacy_kernel(w.type);
@@ -202,7 +151,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
     auto* bsums = reinterpret_cast<int16_t*>(reinterpret_cast<uint8_t*>(d) +
                                              AlignUp(n_rows * nsb * sizeof(float)));
     pool.Run(n_rows, [&](int64_t r, int) {
-      QuantizeRowQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
+      QuantizeActivationsQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
     });
     job.q8k = {qs, d, bsums};
     kernel = target.kquant_kernel(w.type);
@@ -211,9 +160,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   }
   if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
 
-  // Column chunks of a multiple of 4, about 4 per thread for load balance.
+  // Column chunks of a multiple of 4, about 8 per thread for load balance.
   // Chunking never changes how a column is computed.
-  const int64_t per_task = (w.n_out + 4 * pool.size() - 1) / (4 * pool.size());
+  const int64_t per_task = (w.n_out + 8 * pool.size() - 1) / (8 * pool.size());
   const int64_t chunk = std::max<int64_t>(4, (per_task + 3) / 4 * 4);
   const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
   pool.Run(n_tasks, [&](int64_t t, int) {

@@ -27,7 +27,7 @@ using VF = hn::Vec<DF>;
 
 // Accumulators for kRows x kCols pairs plus kCols weight vectors fit the
 // register file: 32 registers with AVX-512, 16 otherwise.
-constexpr int kRows = HWY_MAX_BYTES >= 64 ? 6 : 4;
+constexpr int kRows = 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 

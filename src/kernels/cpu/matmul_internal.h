@@ -51,6 +51,11 @@ struct MatMulJob {
   float* y;        // F32 [n_rows, n_out]
 };
 
+// Quantize one activation row (n_in a multiple of 32 / 256). A row's result
+// depends only on that row; every target produces the same bits.
+void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s);
+void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
+
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
 
 // Each kernel file defines, per compiled target namespace, a function returning

@@ -126,6 +126,7 @@ constexpr int kStep = kAvx512 ? 2 : 1;  // blocks per vector
 // weights of kCols columns (AVX-512 has 32 registers, AVX2 16).
 constexpr int kCols = 2;
 constexpr int kMaxRows = kAvx512 ? 8 : 4;
+constexpr int64_t kPrefetchBytes = 2048;
 
 #if HWY_TARGET == HWY_AVX2
 using VI = __m256i;
@@ -171,8 +172,9 @@ HWY_INLINE VF HalfScales(const uint8_t* p0, const uint8_t* p1, int n) {
   uint16_t h0, h1 = 0;
   std::memcpy(&h0, p0, 2);
   if (n == 2) std::memcpy(&h1, p1, 2);
-  return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(static_cast<short>(h1)),
-                                          _mm_set1_epi16(static_cast<short>(h0))));
+  const __m256i idx = _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m128i both = _mm_cvtsi32_si128(static_cast<int>(h0 | static_cast<uint32_t>(h1) << 16));
+  return _mm512_cvtph_ps(_mm256_permutexvar_epi16(idx, _mm256_castsi128_si256(both)));
 }
 // Activation block scales in lanes 0..7 and 8..15 / block sums in lanes 0 and 8.
 HWY_INLINE VF BlockScales(const float* d, int n) {
@@ -299,6 +301,12 @@ HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8
   }
   for (int64_t b = 0; b < nb; b += kStep) {
     const int n = static_cast<int>(std::min<int64_t>(kStep, nb - b));
+    // Weight rows are contiguous, so prefetching a fixed distance ahead runs
+    // on into the next columns' rows (prefetches never fault).
+    for (int c = 0; c < kCols; ++c) {
+      _mm_prefetch(reinterpret_cast<const char*>(w[c]) + b * kBlockBytes<kType> + kPrefetchBytes,
+                   _MM_HINT_T0);
+    }
     WVec wv[kCols];
     for (int c = 0; c < kCols; ++c) wv[c] = PrepareW<kType>(w[c], b, n);
     for (int r = 0; r < kR; ++r) {

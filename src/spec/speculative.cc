@@ -1,0 +1,175 @@
+#include "spec/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "base/error.h"
+#include "spec/verifier.h"
+
+namespace kakeya {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// Chooses how many tokens to draft for the next step. Fixed blocks draft
+// block - 1. Adaptive: estimate the per-token acceptance rate a from recent
+// steps (a geometric model: k accepted of m means k successes in k + [k < m]
+// trials, decayed so the estimate follows the text), and draft while the
+// chance that one more draft survives, a^n, still beats its cost: one more
+// verify row plus one draft token, relative to a verify step. When even the
+// first draft does not pay, fall back to plain steps and probe again now and
+// then.
+class DraftLength {
+ public:
+  explicit DraftLength(const SpecOptions& o) : fixed_(o.block), max_drafts_((o.block > 0 ? o.block : o.max_block) - 1) {}
+
+  int Next() {
+    if (fixed_ > 0) return fixed_ - 1;
+    const double a = (accepted_ + 1.0) / (trials_ + 2.0);
+    const double threshold = kRowCost + draft_cost_;
+    int n = 0;
+    for (double survive = a; n < max_drafts_ && survive >= threshold; survive *= a) ++n;
+    if (n == 0 && ++plain_steps_ % kProbeEvery == 0) n = 1;
+    return n;
+  }
+
+  void Observe(int drafted, int accepted, double draft_ms, double verify_ms) {
+    if (drafted == 0) return;
+    accepted_ = kDecay * accepted_ + accepted;
+    trials_ = kDecay * trials_ + accepted + (accepted < drafted ? 1 : 0);
+    if (verify_ms > 0) draft_cost_ = kDecay * draft_cost_ + (1 - kDecay) * (draft_ms / drafted / verify_ms);
+  }
+
+ private:
+  static constexpr double kDecay = 0.9;
+  static constexpr double kRowCost = 0.1;  // one more verify row, relative to a step (DESIGN.md target)
+  static constexpr int kProbeEvery = 8;
+  int fixed_;
+  int max_drafts_;
+  double accepted_ = 0;
+  double trials_ = 0;
+  double draft_cost_ = 0;
+  int plain_steps_ = 0;
+};
+
+}  // namespace
+
+GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
+                                   const GenerateOptions& options, const SpecOptions& spec,
+                                   const TokenCallback& on_token, SpecStats* stats_out) {
+  if (prompt.empty()) Fail("the prompt is empty: nothing to generate from");
+  const int n_ctx = target.options().n_ctx;
+  if (static_cast<int>(prompt.size()) >= n_ctx) {
+    Fail("the prompt has ", prompt.size(), " tokens but the context holds ", n_ctx,
+         " (pass a larger -c, up to the model's training context)");
+  }
+  const int max_block = spec.block > 0 ? spec.block : spec.max_block;
+  if (spec.block < 0 || max_block < 1 || max_block > target.options().max_logit_rows) {
+    Fail("block size ", max_block, " is out of range (1 .. ", target.options().max_logit_rows, ")");
+  }
+  options.sampling.Validate();
+  const Tokenizer& tokenizer = target.model().tokenizer();
+  const int n_vocab = target.model().hparams().n_vocab;
+  const bool greedy = options.sampling.temperature <= 0;
+  const bool draft_has_probs = !greedy && drafter.samples();
+
+  // Everything the loop touches is allocated here, once.
+  Sampler sampler(options.sampling, n_vocab);
+  DraftLength draft_length(spec);
+  std::vector<TokenId> history(prompt.begin(), prompt.end());
+  history.reserve(prompt.size() + options.n_predict + max_block);
+  std::vector<TokenId> block(max_block);
+  std::vector<float> draft_probs(draft_has_probs ? size_t(max_block - 1) * n_vocab : 0);
+  std::vector<float> p(greedy ? 0 : n_vocab);
+  std::vector<float> residual(greedy ? 0 : n_vocab);
+  SpecStats stats;
+  stats.method = drafter.name();
+  stats.block = spec.block;
+  stats.drafted_by_pos.assign(max_block - 1, 0);
+  stats.accepted_by_pos.assign(max_block - 1, 0);
+  GenerateResult result;
+  result.prompt_tokens = history;
+  result.tokens.reserve(options.n_predict);
+
+  // Emits one committed token; false when generation must stop.
+  auto emit = [&](TokenId t, std::span<const float> logits) {
+    if (options.n_top > 0) result.top.push_back(TopLogits(logits, options.n_top));
+    result.tokens.push_back(t);
+    history.push_back(t);
+    const bool keep_going = on_token ? on_token(t) : true;
+    if (!options.ignore_eos && tokenizer.IsEndOfGeneration(t)) {
+      result.stop = StopReason::kEndOfGeneration;
+      return false;
+    }
+    return keep_going && static_cast<int>(result.tokens.size()) < options.n_predict;
+  };
+
+  // Prefill: the prompt's last row gives the first token, the first bonus.
+  const auto t_prefill = Clock::now();
+  target.Clear();
+  const size_t chunk = target.options().max_batch;
+  for (size_t start = 0; start < prompt.size(); start += chunk) {
+    target.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
+    target.Commit();
+  }
+  drafter.Begin(prompt);
+  result.prefill_ms = MsBetween(t_prefill, Clock::now());
+
+  const auto t_decode = Clock::now();
+  bool go = options.n_predict > 0 && emit(sampler.Sample(target.logits(0)), target.logits(0));
+  while (go) {
+    // The bonus is not in the target's cache yet: the block is [bonus, drafts...].
+    const int room = n_ctx - target.n_past();
+    if (room < 1) {
+      result.stop = StopReason::kContextFull;
+      break;
+    }
+    const int remaining = options.n_predict - static_cast<int>(result.tokens.size());
+    const int want = std::min({draft_length.Next(), room - 1, remaining - 1});
+
+    const auto t0 = Clock::now();
+    int m = 0;
+    if (want > 0) {
+      const DraftRequest request{history, want,
+                                 std::span<float>(draft_probs).first(draft_has_probs ? size_t(want) * n_vocab : 0)};
+      m = std::clamp(drafter.Draft(request, std::span<TokenId>(block).subspan(1, want)), 0, want);
+    }
+    const auto t1 = Clock::now();
+    block[0] = history.back();
+    target.Forward(std::span<const TokenId>(block).first(m + 1), true);
+    const BlockLogits rows{std::span<const float>(target.logits(0).data(), size_t(m + 1) * n_vocab), n_vocab};
+    const std::span<const TokenId> drafts = std::span<const TokenId>(block).subspan(1, m);
+    const std::span<const float> q = std::span<const float>(draft_probs).first(draft_has_probs ? size_t(m) * n_vocab : 0);
+    const Verdict v = greedy ? VerifyGreedy(rows, drafts) : VerifySampled(rows, drafts, q, sampler, p, residual);
+    const auto t2 = Clock::now();
+
+    target.Trim(m - v.accepted);
+    target.Commit();
+    for (int i = 0; i < v.accepted && go; ++i) go = emit(drafts[i], rows.row(i));
+    if (go) go = emit(v.next, rows.row(v.accepted));
+    if (go) drafter.Accept(history, m, v.accepted);
+    const auto t3 = Clock::now();
+
+    ++stats.steps;
+    stats.drafted += m;
+    stats.accepted += v.accepted;
+    for (int i = 0; i < m; ++i) {
+      ++stats.drafted_by_pos[i];
+      if (i < v.accepted) ++stats.accepted_by_pos[i];
+    }
+    stats.draft_ms += MsBetween(t0, t1);
+    stats.verify_ms += MsBetween(t1, t2);
+    stats.commit_ms += MsBetween(t2, t3);
+    draft_length.Observe(m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
+  }
+  result.decode_ms = MsBetween(t_decode, Clock::now());
+  if (stats_out != nullptr) *stats_out = std::move(stats);
+  return result;
+}
+
+}  // namespace kakeya

@@ -1,0 +1,45 @@
+// The one verifier of the speculative loop: given the target's logits for the
+// block [bonus, d0, ..., d(m-1)] (m + 1 rows), decide how many drafts are
+// accepted and which token the target contributes after them (DESIGN.md
+// invariant 2: that token is always committed, so every step gains >= 1).
+#pragma once
+
+#include <span>
+
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kakeya {
+
+struct Verdict {
+  int accepted = 0;  // leading drafts kept
+  TokenId next = 0;  // the target's token after them: the new bonus
+  bool resampled = false;  // next came from the residual of a rejection
+};
+
+// Rows of target logits: row i (F32 [n_vocab]) is the prediction after the
+// i-th token of the block; rows.size() == (drafts.size() + 1) * n_vocab.
+struct BlockLogits {
+  std::span<const float> rows;
+  int n_vocab = 0;
+  std::span<const float> row(int i) const { return rows.subspan(size_t(i) * n_vocab, n_vocab); }
+};
+
+// Greedy: accept while the target's argmax equals the draft; the next token is
+// the argmax after the last accepted one. Byte-identical to plain greedy
+// decoding because each row's logits are batch-invariant.
+Verdict VerifyGreedy(const BlockLogits& logits, std::span<const TokenId> drafts);
+
+// Speculative sampling (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023):
+// draft i is accepted with probability min(1, p(d_i) / q(d_i)), where p is the
+// target's filtered distribution (the sampler's Distribution) and q the
+// drafter's; on the first rejection the next token is drawn from the
+// normalised residual max(0, p - q); if all are accepted it is drawn from p of
+// the last row. The output distribution is exactly the target's.
+// draft_probs: q rows [drafts.size(), n_vocab], or empty for a deterministic
+// drafter (q one-hot at the draft). p and residual: scratch of n_vocab floats.
+Verdict VerifySampled(const BlockLogits& logits, std::span<const TokenId> drafts,
+                      std::span<const float> draft_probs, Sampler& sampler, std::span<float> p,
+                      std::span<float> residual);
+
+}  // namespace kakeya
