@@ -18,7 +18,8 @@ uint16_t F32ToBF16(float f);  // ggml's rounding (FORMATS.md 2.1)
 void DequantizeRow(DType type, const void* src, float* dst, int64_t n);
 
 // Quantizes n F32 values to `type` (reference quantizers, as llama.cpp's
-// quantize_row_*_ref); used by tools (bench-model writer) and tests.
+// quantize_row_*_ref; the K-quants use a simpler scale search, see
+// quantize.cc); used by tools (bench-model writer) and tests.
 void QuantizeRow(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace kakeya

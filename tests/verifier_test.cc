@@ -1,0 +1,143 @@
+// Speculative sampling keeps the target's distribution exactly (Leviathan et
+// al. 2023, Theorem 1). Checked by counting: many seeded verifications of
+// drafts drawn from a draft distribution q must emit tokens distributed as the
+// target's p, by a chi-square test at significance 0.001; a deliberately
+// biased verifier must fail the same test, so the test can fail.
+#include "spec/verifier.h"
+
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "stats_util.h"
+
+namespace kakeya {
+namespace {
+
+constexpr int kVocab = 8;
+constexpr int kTrials = 200000;
+constexpr double kSignificance = 0.001;
+
+SamplingParams Params(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_k = 6;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
+const std::vector<float> kRow0 = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.8f, 0.9f, -3.0f};
+const std::vector<float> kRow1 = {0.2f, -0.5f, 1.7f, 0.4f, 2.2f, -2.0f, 1.1f, 0.8f};
+const std::vector<float> kRow2 = {1.5f, 1.4f, -0.3f, 0.0f, 0.6f, 2.1f, -1.2f, 0.5f};
+// Draft distributions: deliberately different from the target's, and giving
+// mass to tokens the target's top-k removes.
+const std::vector<float> kQ0 = {0.30f, 0.05f, 0.20f, 0.05f, 0.10f, 0.10f, 0.15f, 0.05f};
+const std::vector<float> kQ1 = {0.05f, 0.05f, 0.10f, 0.30f, 0.05f, 0.25f, 0.10f, 0.10f};
+
+std::vector<double> TargetDistribution(const std::vector<float>& row) {
+  Sampler s(Params(0), kVocab);
+  std::vector<float> p(kVocab);
+  s.Distribution(row, p);
+  return {p.begin(), p.end()};
+}
+
+int DrawFrom(const std::vector<float>& q, std::mt19937_64& rng) {
+  std::discrete_distribution<int> d(q.begin(), q.end());
+  return d(rng);
+}
+
+// A verifier that draws from p itself (not the residual) after a rejection:
+// the classic mistake; it over-weights the draft's favourite tokens.
+Verdict BiasedVerify(const BlockLogits& logits, std::span<const TokenId> drafts, std::span<const float> q,
+                     Sampler& sampler, std::span<float> p) {
+  Verdict v;
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    sampler.Distribution(logits.row(i), p);
+    const double q_d = q.empty() ? 1.0 : q[i * kVocab + drafts[i]];
+    if (sampler.Uniform() * q_d < p[drafts[i]]) {
+      ++v.accepted;
+      continue;
+    }
+    v.next = sampler.DrawFrom(p);
+    return v;
+  }
+  sampler.Distribution(logits.row(v.accepted), p);
+  v.next = sampler.DrawFrom(p);
+  return v;
+}
+
+struct Counts {
+  std::vector<int> first = std::vector<int>(kVocab);   // first emitted token
+  std::vector<int> second = std::vector<int>(kVocab);  // second, when the first draft was accepted
+  std::vector<int> third = std::vector<int>(kVocab);   // third, when both drafts were accepted
+};
+
+// Two drafts per step from q0, q1 (or the fixed tokens 3 and 4 for a
+// deterministic drafter), verified against rows 0..2.
+Counts CountEmitted(bool deterministic, bool biased) {
+  std::vector<float> rows;
+  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const BlockLogits logits{rows, kVocab};
+  std::vector<float> q;
+  if (!deterministic) {
+    q.insert(q.end(), kQ0.begin(), kQ0.end());
+    q.insert(q.end(), kQ1.begin(), kQ1.end());
+  }
+  Sampler sampler(Params(42), kVocab);
+  std::mt19937_64 draft_rng(7);
+  std::vector<float> p(kVocab), residual(kVocab);
+  Counts c;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const TokenId drafts[2] = {deterministic ? 3 : DrawFrom(kQ0, draft_rng), deterministic ? 4 : DrawFrom(kQ1, draft_rng)};
+    const Verdict v = biased ? BiasedVerify(logits, drafts, q, sampler, p)
+                             : VerifySampled(logits, drafts, q, sampler, p, residual);
+    const TokenId emitted[3] = {v.accepted > 0 ? drafts[0] : v.next,
+                                v.accepted > 1 ? drafts[1] : v.next, v.next};
+    ++c.first[emitted[0]];
+    if (v.accepted >= 1) ++c.second[emitted[1]];
+    if (v.accepted >= 2) ++c.third[emitted[2]];
+  }
+  return c;
+}
+
+TEST(VerifySampled, DraftModelProposalsKeepTheTargetDistribution) {
+  const Counts c = CountEmitted(/*deterministic=*/false, /*biased=*/false);
+  EXPECT_GT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance);
+  EXPECT_GT(GoodnessOfFitPValue(c.second, TargetDistribution(kRow1)), kSignificance);
+  EXPECT_GT(GoodnessOfFitPValue(c.third, TargetDistribution(kRow2)), kSignificance);
+}
+
+TEST(VerifySampled, DeterministicProposalsKeepTheTargetDistribution) {
+  const Counts c = CountEmitted(/*deterministic=*/true, /*biased=*/false);
+  EXPECT_GT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance);
+  EXPECT_GT(GoodnessOfFitPValue(c.second, TargetDistribution(kRow1)), kSignificance);
+  EXPECT_GT(GoodnessOfFitPValue(c.third, TargetDistribution(kRow2)), kSignificance);
+}
+
+TEST(VerifySampled, ABiasedVerifierFailsTheSameTest) {
+  for (bool deterministic : {false, true}) {
+    const Counts c = CountEmitted(deterministic, /*biased=*/true);
+    EXPECT_LT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance) << deterministic;
+  }
+}
+
+TEST(VerifyGreedy, AcceptsTheAgreeingPrefixAndAddsTheTargetsToken) {
+  std::vector<float> rows;
+  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const BlockLogits logits{rows, kVocab};
+  // argmax: row0 -> 1, row1 -> 4, row2 -> 5
+  const TokenId all[2] = {1, 4}, first[2] = {1, 0}, none[2] = {2, 4};
+  EXPECT_EQ(VerifyGreedy(logits, all).accepted, 2);
+  EXPECT_EQ(VerifyGreedy(logits, all).next, 5);
+  EXPECT_EQ(VerifyGreedy(logits, first).accepted, 1);
+  EXPECT_EQ(VerifyGreedy(logits, first).next, 4);
+  EXPECT_EQ(VerifyGreedy(logits, none).accepted, 0);
+  EXPECT_EQ(VerifyGreedy(logits, none).next, 1);
+  EXPECT_EQ(VerifyGreedy(BlockLogits{std::span<const float>(rows).first(kVocab), kVocab}, {}).next, 1);
+}
+
+}  // namespace
+}  // namespace kakeya
