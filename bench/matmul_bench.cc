@@ -112,7 +112,11 @@ __attribute__((target("avx512f"))) double SumAvx512(const float* p, int64_t n) {
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
     a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  alignas(64) float v[16];
+  _mm512_store_ps(v, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  double sum = 0;
+  for (float f : v) sum += f;
+  return sum;
 }
 __attribute__((target("avx2"))) double SumAvx2(const float* p, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;

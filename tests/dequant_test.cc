@@ -206,7 +206,9 @@ TEST(Dequant, BF16) {
   for (int i = 0; i < 300000; ++i) vals.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   for (float f : vals) {
     ASSERT_EQ(F32ToBF16(f), RefToBF16(f)) << std::hexfloat << f;
-    if (std::isnan(f)) EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(f))));
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(BF16ToF32(F32ToBF16(f))));
+    }
   }
   for (uint32_t h = 0; h < 65536; ++h) {
     ASSERT_EQ(std::bit_cast<uint32_t>(BF16ToF32(static_cast<uint16_t>(h))), h << 16);

@@ -2,7 +2,6 @@
 // simulated speculative loops (history grows by the accepted drafts plus a
 // bonus token each step), and the draft/target vocabulary check.
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <memory>
 #include <random>

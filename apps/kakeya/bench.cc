@@ -1,4 +1,4 @@
-// `kakeya bench verify`: the cost of one forward over N rows (a speculative
+// `kakeya bench verify` (and `bench spec`, bench_spec.cc): the cost of one forward over N rows (a speculative
 // verify step of N-1 drafted tokens, or a prefill chunk of N), against one row
 // and against the machine's memory roofline (DESIGN.md "Performance model").
 #include <algorithm>
@@ -155,7 +155,9 @@ Runner AddBenchCommand(CLI::App& app) {
   verify->add_option("--reps", f->reps, "Timed repetitions per row count, after one warm-up")->capture_default_str();
   verify->add_option("--context", f->context, "Tokens already in the cache when the rows run")->capture_default_str();
   verify->add_flag("--json", f->json, "Print one JSON object");
-  return [f] { return BenchVerify(*f); };
+  Runner spec_runner;
+  CLI::App* spec = AddBenchSpecCommand(app, &spec_runner);
+  return [f, spec, spec_runner] { return spec->parsed() ? spec_runner() : BenchVerify(*f); };
 }
 
 }  // namespace kakeya::cli

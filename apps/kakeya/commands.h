@@ -15,6 +15,8 @@ using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+// Adds `bench spec` under `bench` and sets *runner to run it.
+CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner);
 
 // Reads the prompt from -p TEXT or -f FILE (exactly one must be given).
 std::string ReadPrompt(const std::string& text, const std::string& file);

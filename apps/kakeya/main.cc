@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   };
   add("run", "Generate text from a prompt", kakeya::cli::AddRunCommand);
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
-  add("bench", "Measure speed: `kakeya bench verify -m MODEL`", kakeya::cli::AddBenchCommand);
+  add("bench", "Measure speed: `kakeya bench verify|spec -m MODEL`", kakeya::cli::AddBenchCommand);
 
   try {
     app.parse(argc, argv);

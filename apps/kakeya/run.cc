@@ -12,6 +12,9 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
+#include "spec/draft_model_drafter.h"
+#include "spec/ngram_drafter.h"
+#include "spec/speculative.h"
 
 namespace kakeya::cli {
 namespace {
@@ -31,7 +34,49 @@ struct RunFlags {
   bool ignore_eos = false;
   int n_top = 0;
   bool json = false;
+  std::string spec = "auto";
+  std::string draft;
+  int block = 0;  // 0: adaptive
+  bool block_given = false;
 };
+
+constexpr int kMaxBlock = 64;
+constexpr int kAdaptiveMaxBlock = 16;
+
+// The drafter --spec asks for, or null for plain decoding.
+std::unique_ptr<Drafter> MakeDrafter(const RunFlags& f, const Model& target, Context& ctx,
+                                     const SamplingParams& sampling, int max_block) {
+  std::string method = f.spec;
+  if (method == "auto") method = f.draft.empty() ? "ngram" : "draft";
+  if (!f.draft.empty() && method != "draft") Fail("--draft needs --spec draft or --spec auto (got --spec ", f.spec, ")");
+  if (method == "none") return nullptr;
+  const ContextOptions& copts = ctx.options();
+  if (method == "ngram") return std::make_unique<NgramDrafter>(NgramOptions{.n_ctx = copts.n_ctx});
+  if (f.draft.empty()) Fail("--spec draft needs a draft model: pass --draft MODEL");
+  DraftModelOptions o;
+  o.n_ctx = copts.n_ctx;
+  o.max_block = max_block;
+  o.shared_pool = &ctx.pool();
+  o.sampling = sampling;
+  return std::make_unique<DraftModelDrafter>(target, f.draft, o);
+}
+
+nlohmann::json SpecJson(const SpecStats& s) {
+  nlohmann::json by_pos = nlohmann::json::array();
+  for (size_t i = 0; i < s.drafted_by_pos.size() && s.drafted_by_pos[i] > 0; ++i) {
+    by_pos.push_back(double(s.accepted_by_pos[i]) / s.drafted_by_pos[i]);
+  }
+  return {{"method", s.method},
+          {"block", s.block > 0 ? nlohmann::json(s.block) : nlohmann::json("adaptive")},
+          {"steps", s.steps},
+          {"drafted", s.drafted},
+          {"accepted", s.accepted},
+          {"mean_accept_len", s.mean_accept_len()},
+          {"accept_by_pos", by_pos},
+          {"draft_ms", s.draft_ms},
+          {"verify_ms", s.verify_ms},
+          {"commit_ms", s.commit_ms}};
+}
 
 int DefaultThreads() {
   const unsigned n = std::thread::hardware_concurrency();
@@ -61,9 +106,13 @@ int Run(const RunFlags& f) {
   if (f.n_ctx < 0) Fail("-c ", f.n_ctx, " is negative");
   copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
   copts.max_batch = std::min(512, copts.n_ctx);
-  copts.max_logit_rows = 1;
+  if (f.block_given && (f.block < 1 || f.block > kMaxBlock)) {
+    Fail("--block ", f.block, " is out of range: give 1 .. ", kMaxBlock, " rows per verify step (omit it for adaptive)");
+  }
+  const int max_block = f.block > 0 ? f.block : kAdaptiveMaxBlock;
+  copts.max_batch = std::max(copts.max_batch, max_block);
+  copts.max_logit_rows = max_block;
   Context ctx(*model, copts);
-  const double load_ms = MsSince(t_load);
 
   const Tokenizer& tok = model->tokenizer();
   const std::vector<TokenId> prompt = tok.Encode(prompt_text, true, true);
@@ -77,6 +126,9 @@ int Run(const RunFlags& f) {
   gopts.sampling.top_p = f.top_p;
   gopts.sampling.min_p = f.min_p;
   gopts.sampling.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device{}();
+  gopts.sampling.Validate();
+  const std::unique_ptr<Drafter> drafter = MakeDrafter(f, *model, ctx, gopts.sampling, max_block);
+  const double load_ms = MsSince(t_load);
 
   TokenCallback stream;
   if (!f.json) {
@@ -90,7 +142,9 @@ int Run(const RunFlags& f) {
       return true;
     };
   }
-  const GenerateResult r = Generate(ctx, prompt, gopts, stream);
+  SpecStats stats;
+  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block}, stream, &stats)
+                                   : Generate(ctx, prompt, gopts, stream);
 
   const int n_decoded = std::max<int>(0, static_cast<int>(r.tokens.size()) - 1);
   const double prefill_tok_s = r.prefill_ms > 0 ? prompt.size() * 1000.0 / r.prefill_ms : 0;
@@ -107,6 +161,7 @@ int Run(const RunFlags& f) {
     out["text"] = text;
     out["stop"] = StopReasonName(r.stop);
     out["seed"] = gopts.sampling.seed;
+    if (drafter) out["spec"] = SpecJson(stats);
     if (f.n_top > 0) {
       nlohmann::json top = nlohmann::json::array();
       for (const auto& step : r.top) {
@@ -136,6 +191,11 @@ int Run(const RunFlags& f) {
                  "%.1f ms (%.1f tok/s) | stop: %s | %d threads, %s\n",
                  load_ms, prompt.size(), r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms,
                  decode_tok_s, StopReasonName(r.stop), copts.n_threads, ActiveCpuTarget());
+    if (drafter) {
+      std::fprintf(stderr, "kakeya: spec %s | %d steps, %.2f tokens/step | %d of %d drafts accepted | draft %.1f ms, verify %.1f ms\n",
+                   stats.method.c_str(), stats.steps, stats.mean_accept_len(), stats.accepted, stats.drafted,
+                   stats.draft_ms, stats.verify_ms);
+    }
   }
   return 0;
 }
@@ -158,7 +218,17 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_option("--top", f->n_top, "With --json: record the K best raw logits of every step");
   app.add_flag("--json", f->json, "Print one JSON object instead of streaming text");
-  return [f] { return Run(*f); };
+  app.add_option("--spec", f->spec,
+                 "Speculative decoding: none, ngram (prompt lookup), draft (a draft model, --draft), "
+                 "auto (draft if --draft is given, else ngram)")
+      ->check(CLI::IsMember({"none", "ngram", "draft", "auto"}))
+      ->capture_default_str();
+  app.add_option("--draft", f->draft, "Draft model (GGUF, same vocabulary as -m)")->check(CLI::ExistingFile);
+  CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1..64; default: adaptive up to 16");
+  return [f, block] {
+    f->block_given = block->count() > 0;
+    return Run(*f);
+  };
 }
 
 }  // namespace kakeya::cli

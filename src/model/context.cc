@@ -54,7 +54,10 @@ struct Context::Scratch {
 };
 
 Context::Context(const Model& model, const ContextOptions& options)
-    : model_(model), options_(options), pool_(options.n_threads) {
+    : model_(model),
+      options_(options),
+      own_pool_(options.shared_pool != nullptr ? nullptr : std::make_unique<ThreadPool>(std::max(1, options.n_threads))),
+      pool_(options.shared_pool != nullptr ? *options.shared_pool : *own_pool_) {
   const HParams& hp = model.hparams();
   if (options_.n_ctx < 1 || options_.n_ctx > (1 << 24)) {
     Fail("context size ", options_.n_ctx, " is out of range (1 .. ", 1 << 24, ")");

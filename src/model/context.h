@@ -19,6 +19,9 @@ struct ContextOptions {
   int max_batch = 512;   // rows per Forward() call, and rows that can be trimmed again
   int n_threads = 2;
   int max_logit_rows = 0;  // rows of logits one Forward() may return; 0 means max_batch
+  // Run on this pool instead of starting n_threads of our own: a drafter's
+  // context shares the target's, so the two never compete for the cores.
+  ThreadPool* shared_pool = nullptr;
 };
 
 class Context {
@@ -66,7 +69,8 @@ class Context {
   void RunLayer(int il, int n, int first_pos);
   const Model& model_;
   ContextOptions options_;
-  ThreadPool pool_;
+  std::unique_ptr<ThreadPool> own_pool_;  // unless options.shared_pool
+  ThreadPool& pool_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Scratch> s_;
   std::vector<int> taps_;

@@ -98,7 +98,8 @@ DraftModelDrafter::DraftModelDrafter(const Model& target, std::unique_ptr<Model>
   const ContextOptions ctx_options{.n_ctx = options_.n_ctx,
                                    .max_batch = std::max(options_.max_batch, options_.max_block),
                                    .n_threads = options_.n_threads,
-                                   .max_logit_rows = 1};
+                                   .max_logit_rows = 1,
+                                   .shared_pool = options_.shared_pool};
   ctx_ = std::make_unique<Context>(draft_, ctx_options);
   if (options_.sampling.temperature > 0) {
     sampler_ = std::make_unique<Sampler>(DraftSampling(options_.sampling), n_vocab_);

@@ -36,6 +36,7 @@ struct DraftModelOptions {
   int max_batch = 512;   // prompt rows per prefill Forward()
   int max_block = 16;    // most tokens one Draft() proposes
   int n_threads = 2;
+  ThreadPool* shared_pool = nullptr;  // run on the target's pool (recommended) instead of n_threads of its own
   // The target's sampling parameters. temperature > 0: sampled mode, drafting
   // from the same filtered distribution the target samples (its own RNG stream,
   // derived from the seed, so that draft draws and the verifier's are

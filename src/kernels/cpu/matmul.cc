@@ -130,8 +130,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
             ThreadPool& pool) {
   if (n_rows <= 0 || w.n_out <= 0) return;
   const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
+  const MatMulKernel kernel = IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
+                              : IsKQuant(w.type)    ? target.kquant_kernel(w.type)
+                                                    : target.float_kernel(w.type);
+  if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
   MatMulJob job{&w, n_rows, x, {}, {}, y};
-  MatMulKernel kernel = nullptr;
   auto* base = static_cast<uint8_t*>(scratch);
   const int64_t n_in = w.n_in;
   if (IsLegacyQuant(w.type)) {
@@ -143,7 +146,6 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
       QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb);
     });
     job.q8 = {qs, d, s};
-    kernel = target.legacy_kernel(w.type);
   } else if (IsKQuant(w.type)) {
     const int64_t nsb = n_in / kQKK;
     auto* qs = reinterpret_cast<int8_t*>(base);
@@ -154,11 +156,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
       QuantizeActivationsQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
     });
     job.q8k = {qs, d, bsums};
-    kernel = target.kquant_kernel(w.type);
-  } else {
-    kernel = target.float_kernel(w.type);
   }
-  if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
 
   // Column chunks of a multiple of 4, about 8 per thread for load balance.
   // Chunking never changes how a column is computed.

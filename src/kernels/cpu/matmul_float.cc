@@ -30,6 +30,7 @@ using VF = hn::Vec<DF>;
 constexpr int kRows = 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+constexpr int64_t kPrefetch = 512;  // elements ahead
 
 HWY_INLINE VF LoadW(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadW(DF df, const hwy::float16_t* p) {
@@ -58,7 +59,13 @@ HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_
     }
   };
   int64_t i = 0;
-  for (; i + N <= n_in; i += N) step(w, x, i);
+  for (; i + N <= n_in; i += N) {
+    // Software prefetch in each weight row (once per 64-byte line).
+    if ((i * static_cast<int64_t>(sizeof(T))) % 64 == 0 && i + kPrefetch < n_in) {
+      for (int c = 0; c < kCols; ++c) __builtin_prefetch(w[c] + i + kPrefetch);
+    }
+    step(w, x, i);
+  }
   if (i < n_in) {
     // Zero-padded copies of the tail: the same MulAdd step on a full vector.
     T wt[kCols][kMaxLanes] = {};
