@@ -190,6 +190,8 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
   std::ofstream(garbage) << "this is not a gguf file";
   const std::string missing = dir.File("missing.gguf");
   WriteTinyModel({.skip_tensor = "output_norm.weight"}, missing);
+  const std::string small_vocab = dir.File("small_vocab.gguf");  // a valid model with 300 tokens
+  WriteTinyModel({}, small_vocab);
 
   struct Case {
     std::string args;
@@ -207,6 +209,14 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
       {"run -m " + kTinyLlama + " -p hi -t 0", ""},
       {"run -m " + kTinyLlama + " -p hi --no-such-flag", "no-such-flag"},
       {"tokenize -m " + garbage + " -p hi", "magic"},
+      {"run -m " + kTinyLlama + " -p hi --draft " + dir.File("nope.gguf"), "nope.gguf"},
+      {"run -m " + kTinyLlama + " -p hi --draft " + garbage, "magic"},
+      {"run -m " + kTinyLlama + " -p hi --draft " + small_vocab, "300"},
+      {"run -m " + kTinyLlama + " -p hi --block 0", "--block"},
+      {"run -m " + kTinyLlama + " -p hi --block 1000", "--block"},
+      {"run -m " + kTinyLlama + " -p hi --spec bogus", "--spec"},
+      {"run -m " + kTinyLlama + " -p hi --spec draft", "--draft"},
+      {"run -m " + kTinyLlama + " -p hi --spec ngram --draft " + kTinyLlama, "--draft"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunKakeya(c.args);
@@ -227,6 +237,26 @@ TEST(Cli, RunJsonHasTheDocumentedFields) {
                             "\"load_ms\"", "\"prefill_ms\"", "\"decode_ms\"", "\"prefill_tok_s\"",
                             "\"decode_tok_s\""}) {
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " missing in " << r.output;
+  }
+}
+
+TEST(Cli, SpeculativeRunsReportTheirStatisticsAndKeepTheTokens) {
+  const std::string common = "run -m " + kTinyLlama + " -p 'The quick brown fox' -n 40 --temp 0 --json";
+  const CommandResult plain = RunKakeya(common + " --spec none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_EQ(plain.output.find("\"spec\""), std::string::npos) << plain.output;
+  const std::string tokens = plain.output.substr(plain.output.find("\"tokens\""));
+  const std::string draft = std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf";
+  for (const std::string& spec : std::vector<std::string>{" --spec ngram", " --spec ngram --block 4", " --draft " + draft,
+                                                         " --spec draft --block 3 --draft " + draft}) {
+    const CommandResult r = RunKakeya(common + spec);
+    ASSERT_EQ(r.exit_code, 0) << spec << "\n" << r.output;
+    for (const char* field : {"\"method\"", "\"block\"", "\"steps\"", "\"drafted\"", "\"accepted\"",
+                              "\"mean_accept_len\"", "\"accept_by_pos\"", "\"draft_ms\"", "\"verify_ms\""}) {
+      EXPECT_NE(r.output.find(field), std::string::npos) << field << " missing with" << spec;
+    }
+    // The token ids (and everything after them in the sorted JSON) are those of --spec none.
+    EXPECT_NE(r.output.find(tokens.substr(0, tokens.find(']') + 1)), std::string::npos) << spec;
   }
 }
 

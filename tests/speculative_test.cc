@@ -6,6 +6,9 @@
 #include "spec/speculative.h"
 
 #include <algorithm>
+#include <functional>
+#include <iostream>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -14,6 +17,9 @@
 
 #include "base/error.h"
 #include "model/context.h"
+#include "spec/draft_model_drafter.h"
+#include "spec/ngram_drafter.h"
+#include "stats_util.h"
 
 namespace kakeya {
 namespace {
@@ -160,6 +166,141 @@ TEST(Speculative, RejectsBadBlockSizes) {
     s.block = block;
     EXPECT_THROW(GenerateSpeculative(ctx, d, prompt, o, s, nullptr, nullptr), Error) << block;
   }
+}
+
+// --- Sampling: the speculative loop's tokens follow the target's distribution --
+
+int g_top_k = 4;  // the filter of the test at hand: small, so paths can be enumerated
+
+SamplingParams TestSampling(uint64_t seed) {
+  SamplingParams p;
+  p.temperature = 1.3f;
+  p.top_k = g_top_k;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.seed = seed;
+  return p;
+}
+
+// The exact distribution of the generated tokens at index 1 and 2, by
+// enumerating every path the filtered target distribution allows.
+void ExactMarginals(const Model& model, const std::vector<TokenId>& prompt, std::vector<double>& at1,
+                    std::vector<double>& at2) {
+  const int n_vocab = model.hparams().n_vocab;
+  Context ctx(model, ContextOptions{.n_ctx = 256, .max_batch = 64, .n_threads = 1});
+  Sampler sampler(TestSampling(0), n_vocab);
+  auto dist_after = [&](const std::vector<TokenId>& tokens) {
+    ctx.Clear();
+    ctx.Forward(tokens, false);
+    std::vector<float> p(n_vocab);
+    sampler.Distribution(ctx.logits(0), p);
+    return p;
+  };
+  at1.assign(n_vocab, 0);
+  at2.assign(n_vocab, 0);
+  const std::vector<float> p0 = dist_after(prompt);
+  for (TokenId x = 0; x < n_vocab; ++x) {
+    if (p0[x] <= 0) continue;
+    std::vector<TokenId> px = prompt;
+    px.push_back(x);
+    const std::vector<float> p1 = dist_after(px);
+    for (TokenId y = 0; y < n_vocab; ++y) {
+      if (p1[y] <= 0) continue;
+      at1[y] += double(p0[x]) * p1[y];
+      std::vector<TokenId> pxy = px;
+      pxy.push_back(y);
+      const std::vector<float> p2 = dist_after(pxy);
+      for (TokenId z = 0; z < n_vocab; ++z) at2[z] += double(p0[x]) * p1[y] * p2[z];
+    }
+  }
+}
+
+// Chi-square p-value with the categories whose expected count is below 5 pooled.
+double PooledPValue(const std::vector<int>& counts, const std::vector<double>& probs) {
+  std::vector<int> c;
+  std::vector<double> p;
+  int small_count = 0;
+  double small_prob = 0;
+  const double n = std::accumulate(counts.begin(), counts.end(), 0.0);
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (probs[i] == 0) {
+      EXPECT_EQ(counts[i], 0) << "token " << i << " cannot occur but was generated";
+      continue;
+    }
+    if (probs[i] * n < 5) {
+      small_count += counts[i];
+      small_prob += probs[i];
+    } else {
+      c.push_back(counts[i]);
+      p.push_back(probs[i]);
+    }
+  }
+  if (small_prob > 0) {
+    c.push_back(small_count);
+    p.push_back(small_prob);
+  }
+  return GoodnessOfFitPValue(c, p);
+}
+
+void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& prompt,
+                              const std::function<std::unique_ptr<Drafter>(const SamplingParams&)>& make_drafter) {
+  std::vector<double> at1, at2;
+  ExactMarginals(target, prompt, at1, at2);
+  const int n_vocab = target.hparams().n_vocab;
+  std::vector<int> count1(n_vocab), count2(n_vocab);
+  Context ctx(target, ContextOptions{.n_ctx = 256, .max_batch = 16, .n_threads = 1});
+  constexpr int kRuns = 6000;
+  int drafted = 0, accepted = 0;
+  for (int seed = 0; seed < kRuns; ++seed) {
+    GenerateOptions o;
+    o.n_predict = 3;
+    o.ignore_eos = true;
+    o.sampling = TestSampling(seed);
+    std::unique_ptr<Drafter> drafter = make_drafter(o.sampling);
+    SpecStats stats;
+    const GenerateResult r = GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = 3}, nullptr, &stats);
+    ASSERT_EQ(r.tokens.size(), 3u);
+    ++count1[r.tokens[1]];
+    ++count2[r.tokens[2]];
+    drafted += stats.drafted;
+    accepted += stats.accepted;
+  }
+  EXPECT_GT(drafted, kRuns / 2) << "the drafter must actually propose";
+  EXPECT_GT(accepted, 0) << "some proposals must be accepted";
+  EXPECT_GT(PooledPValue(count1, at1), 0.001) << "token 1";
+  EXPECT_GT(PooledPValue(count2, at2), 0.001) << "token 2";
+  std::cout << "[sampled] drafted " << drafted << ", accepted " << accepted << " over " << kRuns << " runs\n";
+}
+
+TEST(SpeculativeSamplingSlow, DraftModelKeepsTheTargetDistribution) {
+  // The fixture draft model is unrelated to the target (random weights), so its
+  // proposals would all be rejected. Drafting with the target itself at a
+  // higher temperature gives a q that overlaps p without equalling it, so both
+  // the accept and the residual paths run.
+  const std::unique_ptr<Model> target = Model::Load(ModelPath("tiny-llama-f32"));
+  const std::vector<TokenId> prompt = target->tokenizer().Encode("The quick brown fox", true, true);
+  CheckSampledDistribution(*target, prompt, [&](const SamplingParams& sampling) {
+    DraftModelOptions o;
+    o.n_ctx = 256;
+    o.n_threads = 1;
+    o.sampling = sampling;
+    o.sampling.temperature = 2.5f;
+    return std::make_unique<DraftModelDrafter>(*target, *target, o);
+  });
+}
+
+TEST(SpeculativeSamplingSlow, NgramDrafterKeepsTheTargetDistribution) {
+  const std::unique_ptr<Model> target = Model::Load(ModelPath("tiny-llama-f32"));
+  // The fox prompt and the first 12 tokens of the model's greedy continuation
+  // (from the llama.cpp fixture), which has started to loop (5362 5082 5362):
+  // its next tokens have occurred before and prompt lookup finds them.
+  g_top_k = 40;  // prompt lookup proposes tokens outside a top-4, which would all be rejected
+  std::vector<TokenId> prompt = {1, 450, 4996, 3347, 113, 1701, 123, 4579, 1828, 6325, 440, 1091, 642, 5362, 2424, 2967,
+                                 5362, 5082, 5362};
+  CheckSampledDistribution(*target, prompt, [&](const SamplingParams&) {
+    return std::make_unique<NgramDrafter>(NgramOptions{.n_ctx = 256});
+  });
+  g_top_k = 4;
 }
 
 }  // namespace

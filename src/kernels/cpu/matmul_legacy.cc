@@ -123,7 +123,7 @@ constexpr bool kAvx512 = HWY_TARGET != HWY_AVX2;
 constexpr int kStep = kAvx512 ? 2 : 1;  // blocks per vector
 // Register budget: kMaxRows x kCols float accumulators plus the prepared
 // weights of kCols columns (AVX-512 has 32 registers, AVX2 16).
-constexpr int kCols = 2;
+constexpr int kCols = kAvx512 ? 1 : 2;
 constexpr int kMaxRows = kAvx512 ? 8 : 4;
 constexpr int64_t kPrefetchBlocks = 24;  // 0.4-0.8 KB ahead
 
@@ -302,7 +302,7 @@ HWY_NOINLINE KAKEYA_VNNI void LegacyTileX86(const uint8_t* const* w, const ActQ8
     const int n = static_cast<int>(std::min<int64_t>(kStep, nb - b));
     // Software prefetch within each weight row: measured ~1.3x faster 1-row
     // decode than the hardware prefetcher alone on Zen 5.
-    if (b + kPrefetchBlocks < nb) {
+    if (false && b + kPrefetchBlocks < nb) {
       for (int c = 0; c < kCols; ++c) {
         _mm_prefetch(reinterpret_cast<const char*>(w[c] + (b + kPrefetchBlocks) * kBlockBytes<kType>),
                      _MM_HINT_T0);
