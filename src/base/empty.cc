@@ -1,1 +1,0 @@
-// Stands in for a library directory that has no sources yet.
