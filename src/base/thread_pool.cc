@@ -15,10 +15,12 @@
 
 namespace kakeya {
 namespace {
-// How long an idle worker spins before sleeping. Decode steps issue a few
-// hundred Run() calls back to back; sleeping between them costs a futex wake
-// (~5-20 us) each, spinning costs a core that would otherwise idle.
-constexpr auto kSpinTime = std::chrono::microseconds(2000);
+// How long an idle worker spins before sleeping. Within a decode step Run()
+// calls follow each other within microseconds, and sleeping between them
+// would cost a futex wake (~5-20 us) each; between steps (sampling, drafting,
+// output) and on a machine busy with other work, spinning longer only takes a
+// core from someone else.
+constexpr auto kSpinTime = std::chrono::microseconds(200);
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {

@@ -1,0 +1,100 @@
+// DESIGN.md invariant 4: the decode hot loop does not allocate. Counts calls
+// of operator new (which std::vector and friends use) between consecutive
+// tokens of plain and speculative generation, after the set-up is done.
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include <gtest/gtest.h>
+
+#include "engine/generate.h"
+#include "model/context.h"
+#include "spec/draft_model_drafter.h"
+#include "spec/ngram_drafter.h"
+#include "spec/speculative.h"
+
+#if !defined(__SANITIZE_ADDRESS__)
+namespace {
+std::atomic<long> g_allocations{0};
+}
+void* operator new(std::size_t size) {
+  ++g_allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
+
+namespace kakeya {
+namespace {
+
+const std::string kModels = std::string(KAKEYA_FIXTURES) + "/models/";
+
+// Generates 200 tokens and returns the allocations made between the 10th
+// token and the last: steady-state decoding.
+long AllocationsWhileDecoding(const std::function<GenerateResult(const TokenCallback&)>& generate) {
+  long at_10 = -1, at_last = -1;
+  int n = 0;
+  generate([&](TokenId) {
+    ++n;
+    if (n == 10) at_10 = g_allocations.load();
+    at_last = g_allocations.load();
+    return true;
+  });
+  EXPECT_EQ(n, 200);
+  return at_last - at_10;
+}
+
+class NoAllocation : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "operator new cannot be counted under AddressSanitizer";
+#endif
+  }
+};
+
+TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
+  const std::unique_ptr<Model> model = Model::Load(kModels + GetParam() + ".gguf");
+  const std::vector<TokenId> prompt = model->tokenizer().Encode("Once upon a time, there was a fox", true, true);
+  Context ctx(*model, ContextOptions{.n_ctx = 512, .max_batch = 64, .n_threads = 2, .max_logit_rows = 16});
+  GenerateOptions o;
+  o.n_predict = 200;
+  o.ignore_eos = true;
+  o.sampling.temperature = 0.8f;
+  o.sampling.seed = 1;
+
+  EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) { return Generate(ctx, prompt, o, cb); }), 0)
+      << "plain decoding";
+
+  DraftModelOptions d;
+  d.n_ctx = 512;
+  d.shared_pool = &ctx.pool();
+  d.sampling = o.sampling;
+  DraftModelDrafter draft(*model, kModels + "tiny-draft-f32.gguf", d);
+  EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+              return GenerateSpeculative(ctx, draft, prompt, o, SpecOptions{.block = 4}, cb, nullptr);
+            }),
+            0)
+      << "draft-model speculation";
+
+  NgramDrafter ngram(NgramOptions{.n_ctx = 512});
+  o.sampling.temperature = 0;
+  EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+              return GenerateSpeculative(ctx, ngram, prompt, o, SpecOptions{}, cb, nullptr);
+            }),
+            0)
+      << "n-gram speculation";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NoAllocation,
+                         ::testing::Values("tiny-llama-q8_0", "tiny-llama-q4_k_m", "tiny-gemma3-f32"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace kakeya
