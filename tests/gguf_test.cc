@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -399,27 +398,14 @@ TEST(GgufFixtures, EveryVocabularyOpens) {
   EXPECT_GE(opened, 9);
 }
 
-#if defined(__SANITIZE_ADDRESS__) || !defined(NDEBUG)
-constexpr bool kTimingIsMeaningful = false;
-#else
-constexpr bool kTimingIsMeaningful = true;
-#endif
-
-TEST(GgufFixtures, LargeVocabularyOpensQuickly) {
-  const std::string path = KAKEYA_FIXTURES "/tokenizer/ggml-vocab-llama-bpe.gguf";
-  GgufFile::Open(path);  // warm the page cache
-  const auto start = std::chrono::steady_clock::now();
-  const auto f = GgufFile::Open(path);
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+// Speed is a benchmark's business (README "Benchmarks"); this checks that the
+// largest vocabulary (400k strings) reads completely.
+TEST(GgufFixtures, LargeVocabularyOpens) {
+  const auto f = GgufFile::Open(KAKEYA_FIXTURES "/tokenizer/ggml-vocab-llama-bpe.gguf");
   const GgufValue* merges = f->Find("tokenizer.ggml.merges");
   ASSERT_NE(merges, nullptr);
   EXPECT_GT(merges->strings.size(), 200000u);
   EXPECT_EQ(f->GetStringArray("tokenizer.ggml.tokens").size(), 128256u);
-  RecordProperty("open_ms", std::to_string(ms));
-  if (kTimingIsMeaningful) {
-    EXPECT_LT(ms, 100.0);
-  }
 }
 
 }  // namespace

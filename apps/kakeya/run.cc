@@ -180,7 +180,9 @@ int Run(const RunFlags& f) {
                       {"prefill_ms", r.prefill_ms},
                       {"decode_ms", r.decode_ms},
                       {"prefill_tok_s", prefill_tok_s},
-                      {"decode_tok_s", decode_tok_s}};
+                      {"decode_tok_s", decode_tok_s},
+                      // Generated tokens over prefill + decode time: what a user waits for.
+                      {"e2e_tok_s", r.tokens.size() * 1000.0 / std::max(1e-9, r.prefill_ms + r.decode_ms)}};
     // Byte tokens may not be valid UTF-8 on their own: replace, don't throw.
     std::puts(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
