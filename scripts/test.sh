@@ -8,7 +8,7 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 jobs=$(nproc)
 
-scripts/build.sh
+scripts/build.sh -DKAKEYA_TESTS=ON -DKAKEYA_BENCH=ON
 echo "== tests (Release)"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
