@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf_copy.h"
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "model/context.h"
@@ -301,38 +302,11 @@ TEST_F(DraftModelTest, SampledProposalsComeWithTheirDistributions) {
 
 // ---------------------------------------------------------------- vocabularies
 
-// A copy of a GGUF file's metadata in which `edit` may replace a key's value
-// (returning true when it wrote the key itself).
-using Edit = std::function<bool(GgufWriter&, const GgufKv&)>;
-
-std::vector<uint8_t> CopyMetadata(const std::string& path, const Edit& edit) {
+// A copy of a GGUF file's metadata in which `edit` may replace a key's value.
+std::vector<uint8_t> CopyMetadata(const std::string& path, const MetadataEdit& edit) {
   const std::unique_ptr<GgufFile> src = GgufFile::Open(path);
   GgufWriter w;
-  for (const GgufKv& kv : src->metadata()) {
-    if (edit(w, kv)) continue;
-    const GgufValue& v = kv.value;
-    switch (v.type) {
-      case GgufType::kUint8: w.SetU8(kv.key, v.u); break;
-      case GgufType::kInt8: w.SetI8(kv.key, v.i); break;
-      case GgufType::kUint16: w.SetU16(kv.key, v.u); break;
-      case GgufType::kInt16: w.SetI16(kv.key, v.i); break;
-      case GgufType::kUint32: w.SetU32(kv.key, v.u); break;
-      case GgufType::kInt32: w.SetI32(kv.key, v.i); break;
-      case GgufType::kUint64: w.SetU64(kv.key, v.u); break;
-      case GgufType::kInt64: w.SetI64(kv.key, v.i); break;
-      case GgufType::kFloat32: w.SetF32(kv.key, v.f); break;
-      case GgufType::kFloat64: w.SetF64(kv.key, v.f); break;
-      case GgufType::kBool: w.SetBool(kv.key, v.u != 0); break;
-      case GgufType::kString: w.SetString(kv.key, std::string(v.str)); break;
-      case GgufType::kArray:
-        if (v.elem_type == GgufType::kString) {
-          w.SetStringArray(kv.key, std::vector<std::string>(v.strings.begin(), v.strings.end()));
-        } else {
-          w.SetArray(kv.key, v.elem_type, v.array_data, v.count);
-        }
-        break;
-    }
-  }
+  CopyMetadata(*src, w, edit);
   return w.Serialize();
 }
 
@@ -354,7 +328,7 @@ class VocabTest : public ::testing::Test {
     return Tokenizer::FromGguf(*GgufFile::Open(path));
   }
   // The 8000-token vocabulary with one edit, parsed from memory.
-  std::unique_ptr<Tokenizer> Edited(const Edit& edit) {
+  std::unique_ptr<Tokenizer> Edited(const MetadataEdit& edit) {
     bytes_ = CopyMetadata(kVocab8000, edit);
     file_ = GgufFile::FromMemory(bytes_.data(), bytes_.size(), "edited");
     return Tokenizer::FromGguf(*file_);

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "engine/generate.h"
 #include "gguf/gguf.h"
+#include "gguf_copy.h"
 #include "kernels/cpu/ops.h"
 #include "model/context.h"
 
@@ -93,34 +94,11 @@ TEST(KvCache, RingMemoryIsBoundedByWindowPlusPending) {
 void CopyWithU32(const std::string& from, const std::string& to, const std::string& key, uint32_t value) {
   const std::unique_ptr<GgufFile> src = GgufFile::Open(from);
   GgufWriter w;
-  for (const GgufKv& kv : src->metadata()) {
-    const GgufValue& v = kv.value;
-    if (kv.key == key) {
-      w.SetU32(kv.key, value);
-      continue;
-    }
-    switch (v.type) {
-      case GgufType::kUint8: w.SetU8(kv.key, v.u); break;
-      case GgufType::kInt8: w.SetI8(kv.key, v.i); break;
-      case GgufType::kUint16: w.SetU16(kv.key, v.u); break;
-      case GgufType::kInt16: w.SetI16(kv.key, v.i); break;
-      case GgufType::kUint32: w.SetU32(kv.key, v.u); break;
-      case GgufType::kInt32: w.SetI32(kv.key, v.i); break;
-      case GgufType::kUint64: w.SetU64(kv.key, v.u); break;
-      case GgufType::kInt64: w.SetI64(kv.key, v.i); break;
-      case GgufType::kFloat32: w.SetF32(kv.key, v.f); break;
-      case GgufType::kFloat64: w.SetF64(kv.key, v.f); break;
-      case GgufType::kBool: w.SetBool(kv.key, v.u != 0); break;
-      case GgufType::kString: w.SetString(kv.key, std::string(v.str)); break;
-      case GgufType::kArray:
-        if (v.elem_type == GgufType::kString) {
-          w.SetStringArray(kv.key, std::vector<std::string>(v.strings.begin(), v.strings.end()));
-        } else {
-          w.SetArray(kv.key, v.elem_type, v.array_data, v.count);
-        }
-        break;
-    }
-  }
+  CopyMetadata(*src, w, [&](GgufWriter& out, const GgufKv& kv) {
+    if (kv.key != key) return false;
+    out.SetU32(kv.key, value);
+    return true;
+  });
   for (const GgufTensor& t : src->tensors()) {
     w.AddTensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
   }
