@@ -97,6 +97,7 @@ std::vector<TokenId> SpeculativeGreedy(const Model& model, const std::vector<Tok
 
 void CheckModel(const std::string& name, int n_tokens, const std::vector<int>& blocks, int threads) {
   const std::unique_ptr<Model> model = Model::Load(ModelPath(name));
+  const std::unique_ptr<Model> draft_model = Model::Load(ModelPath("tiny-draft-f32"));  // same vocabulary as all
   const std::vector<TokenId> prompt = model->tokenizer().Encode("Once upon a time, in a land far away,", true, true);
   const std::vector<TokenId> plain = PlainGreedy(*model, prompt, n_tokens, 1);
   ASSERT_EQ(static_cast<int>(plain.size()), n_tokens);
@@ -123,6 +124,15 @@ void CheckModel(const std::string& name, int n_tokens, const std::vector<int>& b
 
       ReplayDrafter spoiled(full, 5);
       EXPECT_EQ(SpeculativeGreedy(*model, prompt, n_tokens, t, spoiled, block, nullptr), plain) << "spoiled drafter";
+
+      NgramDrafter ngram(NgramOptions{.n_ctx = static_cast<int>(full.size()) + 1});
+      EXPECT_EQ(SpeculativeGreedy(*model, prompt, n_tokens, t, ngram, block, nullptr), plain) << "ngram drafter";
+
+      DraftModelOptions d;
+      d.n_ctx = static_cast<int>(full.size()) + 1;
+      d.n_threads = t;
+      DraftModelDrafter draft(*model, *draft_model, d);
+      EXPECT_EQ(SpeculativeGreedy(*model, prompt, n_tokens, t, draft, block, nullptr), plain) << "draft model";
     }
   }
 }
