@@ -13,10 +13,10 @@
 #include "spec/ngram_drafter.h"
 #include "spec/speculative.h"
 
-#if !defined(__SANITIZE_ADDRESS__)
 namespace {
 std::atomic<long> g_allocations{0};
 }
+#if !defined(__SANITIZE_ADDRESS__)
 void* operator new(std::size_t size) {
   ++g_allocations;
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
