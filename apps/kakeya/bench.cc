@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "commands.h"
 #include "kernels/cpu/matmul.h"
+#include "engine/generate.h"
 #include "model/context.h"
 #include "roofline.h"
 
@@ -78,11 +79,7 @@ int BenchVerify(const BenchFlags& f) {
   // A fixed pseudo-random prefix, so attention has something to read.
   std::vector<TokenId> tokens(std::max(f.context, max_rows));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<TokenId>((i * 7919 + 13) % hp.n_vocab);
-  for (int start = 0; start < f.context; start += copts.max_batch) {
-    const int n = std::min(copts.max_batch, f.context - start);
-    ctx.Forward(std::span<const TokenId>(tokens).subspan(start, n), false);
-    ctx.Commit();
-  }
+  Prefill(ctx, std::span<const TokenId>(tokens).first(f.context));
 
   if (!f.json) std::fprintf(stderr, "measuring memory read bandwidth...\n");
   const double roofline_gbps = MeasureReadBandwidthGBps(ctx.pool());

@@ -112,9 +112,7 @@ int BenchSpec(const SpecBenchFlags& f) {
     ngram_ms.push_back(r.decode_ms);
     for (size_t k = 0; k <= f.blocks.size(); ++k) {
       const int rows = k == 0 ? 1 : f.blocks[k - 1];
-      ctx.Clear();
-      ctx.Forward(prompt, false);
-      ctx.Commit();
+      Prefill(ctx, prompt);
       verify_ms[k].push_back(MsOf([&] { ctx.Forward(std::span<const TokenId>(full).subspan(prompt.size(), rows), true); }));
     }
   }

@@ -34,6 +34,15 @@ std::vector<TopLogit> TopLogits(std::span<const float> logits, int n) {
   return all;
 }
 
+void Prefill(Context& ctx, std::span<const TokenId> prompt) {
+  ctx.Clear();
+  const size_t chunk = ctx.options().max_batch;
+  for (size_t start = 0; start < prompt.size(); start += chunk) {
+    ctx.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
+    ctx.Commit();
+  }
+}
+
 GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
                         const GenerateOptions& options, const TokenCallback& on_token) {
   if (prompt.empty()) Fail("the prompt is empty: nothing to generate from");
@@ -48,14 +57,9 @@ GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
 
   GenerateResult result;
   result.prompt_tokens.assign(prompt.begin(), prompt.end());
-  ctx.Clear();
 
   const auto t_prefill = std::chrono::steady_clock::now();
-  const size_t chunk = ctx.options().max_batch;
-  for (size_t start = 0; start < prompt.size(); start += chunk) {
-    ctx.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
-    ctx.Commit();
-  }
+  Prefill(ctx, prompt);
   result.prefill_ms = MsSince(t_prefill);
 
   const auto t_decode = std::chrono::steady_clock::now();

@@ -42,6 +42,11 @@ using TokenCallback = std::function<bool(TokenId)>;
 // The n best logits, highest first, ties by lower id.
 std::vector<TopLogit> TopLogits(std::span<const float> logits, int n);
 
+// Clears the context and runs the prompt in chunks of max_batch rows,
+// committing each; the last row's logits are left in ctx.logits(0). Chunking
+// does not change any row's bits (batch invariance).
+void Prefill(Context& ctx, std::span<const TokenId> prompt);
+
 // Generates after `prompt` (which must not be empty) on a context whose cache
 // is cleared first. Throws Error for a prompt that does not fit the context.
 GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,

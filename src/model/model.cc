@@ -219,8 +219,7 @@ std::unique_ptr<Model> Model::Load(const std::string& path) {
   if (bind.Find("output.weight") != nullptr && arch->family != Family::kGemma2) {
     m->output = bind.Matrix("output.weight", n_embd, hp.n_vocab);
   } else {
-    m->output = m->token_embd;
-    hp.tied_output = true;
+    m->output = m->token_embd;  // tied
   }
   if (bind.Find("rope_freqs.weight") != nullptr) {
     m->rope_freqs = bind.Vector("rope_freqs.weight", hp.rope_dims / 2);

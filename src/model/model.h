@@ -39,7 +39,6 @@ struct HParams {
   int rope_dims = 0;  // rotated dimensions per head (rope.dimension_count, else head_dim)
   RopeStyle rope_style = RopeStyle::kNormal;
   bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
-  bool tied_output = false;   // output projection is token_embd
   FfnActivation ffn_act = FfnActivation::kSilu;
   float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
   float attn_scale = 0.0f;     // multiplies q.k (1/sqrt(head_dim) unless the model says otherwise)

@@ -111,12 +111,7 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
 
   // Prefill: the prompt's last row gives the first token, the first bonus.
   const auto t_prefill = Clock::now();
-  target.Clear();
-  const size_t chunk = target.options().max_batch;
-  for (size_t start = 0; start < prompt.size(); start += chunk) {
-    target.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
-    target.Commit();
-  }
+  Prefill(target, prompt);
   drafter.Begin(prompt);
   result.prefill_ms = MsBetween(t_prefill, Clock::now());
 
