@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -50,17 +51,19 @@ Buffer Alloc(size_t bytes) {
 }
 
 // A weight matrix of >= min_bytes: 64 properly quantized random rows, repeated.
+// With `pack`, the matrix in the layout PackWeights gives it (as models load).
 struct Weights {
   WeightMatrix w;
   Buffer bytes;
+  Buffer packed;
 };
-const Weights& GetWeights(DType type, int64_t min_bytes) {
-  static std::map<std::pair<DType, int64_t>, Weights> cache;
-  auto it = cache.find({type, min_bytes});
+const Weights& GetWeights(DType type, int64_t min_bytes, bool pack) {
+  static std::map<std::tuple<DType, int64_t, bool>, Weights> cache;
+  auto it = cache.find({type, min_bytes, pack});
   if (it != cache.end()) return it->second;
   const int64_t row_bytes = RowBytes(type, kNIn);
   const int64_t n_out = (min_bytes + row_bytes - 1) / row_bytes;
-  Weights& out = cache[{type, min_bytes}];
+  Weights& out = cache[{type, min_bytes, pack}];
   out.bytes = Alloc(static_cast<size_t>(n_out * row_bytes));
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 0.05f);
@@ -76,13 +79,17 @@ const Weights& GetWeights(DType type, int64_t min_bytes) {
     }
   }
   out.w = {type, kNIn, n_out, out.bytes.get(), row_bytes};
+  if (pack) {
+    out.packed = Alloc(PackedBytes(out.w));
+    out.w = PackWeights(out.w, out.packed.get());
+  }
   return out;
 }
 
-void BM_MatMul(benchmark::State& state, DType type, std::string target, bool in_cache) {
+void BM_MatMul(benchmark::State& state, DType type, bool pack, std::string target, bool in_cache) {
   const int n_rows = static_cast<int>(state.range(0));
   ForceCpuTarget(target);
-  const Weights& weights = GetWeights(type, in_cache ? kCacheBytes : kDramBytes);
+  const Weights& weights = GetWeights(type, in_cache ? kCacheBytes : kDramBytes, pack);
   ThreadPool& pool = in_cache ? SinglePool() : Pool();
   std::vector<float> x(static_cast<size_t>(n_rows * kNIn)), y(n_rows * weights.w.n_out);
   std::mt19937 rng(1);
@@ -98,7 +105,7 @@ void BM_MatMul(benchmark::State& state, DType type, std::string target, bool in_
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["rows"] = n_rows;
-  state.SetLabel(std::string(NameOf(type)) + " " + target + " " +
+  state.SetLabel(std::string(NameOf(type)) + (pack ? " packed " : " ") + target + " " +
                  std::to_string(weights.w.n_out) + "x" + std::to_string(kNIn));
 }
 
@@ -158,19 +165,22 @@ int Register() {
                          DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                          DType::kQ5_1, DType::kQ5_K, DType::kQ6_K};
   for (DType type : types) {
+   for (bool pack : {false, true}) {
+    if (pack && !CanPack(WeightMatrix{type, kNIn, 16, nullptr, RowBytes(type, kNIn)})) continue;
     for (const std::string& target : SupportedCpuTargets()) {
-      const std::string name = std::string(NameOf(type)) + "/" + target;
+      const std::string name = std::string(NameOf(type)) + (pack ? "x16/" : "/") + target;
       benchmark::RegisterBenchmark(
           ("MatMul/" + name).c_str(),
-          [type, target](benchmark::State& s) { BM_MatMul(s, type, target, false); })
+          [type, pack, target](benchmark::State& s) { BM_MatMul(s, type, pack, target, false); })
           ->ArgName("rows")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
           ->UseRealTime()->MinTime(0.5)->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(
           ("MatMulInCache/" + name).c_str(),
-          [type, target](benchmark::State& s) { BM_MatMul(s, type, target, true); })
+          [type, pack, target](benchmark::State& s) { BM_MatMul(s, type, pack, target, true); })
           ->ArgName("rows")->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)
           ->MeasureProcessCPUTime()->MinTime(0.2)->Unit(benchmark::kMicrosecond);
     }
+   }
   }
   return 0;
 }

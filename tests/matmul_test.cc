@@ -30,15 +30,22 @@ struct Problem {
   std::vector<uint8_t> w_bytes;  // [n_out, RowBytes]
   std::vector<float> w;          // F32 [n_out, n_in]: the dequantized weights
   std::vector<float> x;          // F32 [kMaxRows, n_in]
+  std::shared_ptr<uint8_t> packed;  // PackWeights' copy, when the test packs
   WeightMatrix matrix() const {
-    return {type, n_in, n_out, w_bytes.data(), RowBytes(type, n_in)};
+    const WeightMatrix rows{type, n_in, n_out, w_bytes.data(), RowBytes(type, n_in)};
+    return packed ? PackWeights(rows, packed.get()) : rows;
+  }
+  void Pack() {
+    const WeightMatrix rows{type, n_in, n_out, w_bytes.data(), RowBytes(type, n_in)};
+    packed.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (PackedBytes(rows) + 63) / 64 * 64)),
+                 std::free);
   }
 };
 
 Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  Problem p{type, n_in, n_out, {}, {}, {}};
+  Problem p{type, n_in, n_out, {}, {}, {}, {}};
   const int64_t row_bytes = RowBytes(type, n_in);
   p.w_bytes.resize(static_cast<size_t>(n_out * row_bytes));
   std::vector<float> src(n_in);
@@ -121,15 +128,21 @@ TEST_F(MatMulTest, BatchInvariantAccurateOnEveryTarget) {
   const std::string initial = ActiveCpuTarget();
   const Shape shapes[] = {{1, 1}, {3, 3}, {67, 2}, {129, 1}};
   for (DType type : kTypes) {
+   for (bool pack : {false, true}) {
+    if (pack && type != DType::kQ8_0) continue;
     const int64_t blk = TraitsOf(type).block_elems == 1 ? 37 : TraitsOf(type).block_elems;
     for (const Shape& s : shapes) {
-      const Problem p = MakeProblem(type, s.n_blocks * blk, s.n_out,
-                                    static_cast<uint32_t>(s.n_out * 1000 + static_cast<int>(type)));
+      Problem p = MakeProblem(type, s.n_blocks * blk, s.n_out,
+                              static_cast<uint32_t>(s.n_out * 1000 + static_cast<int>(type)));
+      if (pack) {
+        ASSERT_TRUE(CanPack(p.matrix()));
+        p.Pack();
+      }
       std::vector<float> portable;  // the last target ("scalar") is the reference
       std::vector<std::vector<float>> per_target;
       for (const std::string& target : targets) {
         ForceCpuTarget(target);
-        SCOPED_TRACE(testing::Message() << NameOf(type) << " " << target << " n_in " << p.n_in
+        SCOPED_TRACE(testing::Message() << NameOf(type) << (pack ? " packed " : " ") << target << " n_in " << p.n_in
                                         << " n_out " << p.n_out);
         // One row at a time, one thread: the reference bits for every row.
         std::vector<float> single(kMaxRows * p.n_out);
@@ -163,8 +176,13 @@ TEST_F(MatMulTest, BatchInvariantAccurateOnEveryTarget) {
       }
       // (c) Each SIMD target against the portable one: the same activation
       // quantization and exact integer sums, so only float rounding differs.
+      // The packed layout promises the same bits on every target.
       const std::vector<float>& ref = per_target.back();
       for (size_t t = 0; t + 1 < targets.size(); ++t) {
+        if (pack) {
+          ASSERT_EQ(0, std::memcmp(per_target[t].data(), ref.data(), ref.size() * sizeof(float)))
+              << "packed " << targets[t] << " vs " << targets.back() << " n_out " << p.n_out;
+        }
         for (int r = 0; r < kMaxRows; ++r) {
           for (int64_t o = 0; o < p.n_out; ++o) {
             double abs_sum = 0;
@@ -178,6 +196,7 @@ TEST_F(MatMulTest, BatchInvariantAccurateOnEveryTarget) {
         }
       }
     }
+   }
   }
   ForceCpuTarget(initial);
 }

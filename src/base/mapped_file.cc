@@ -38,6 +38,13 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   close(fd);
 }
 
+void MappedFile::ReleasePages(const void* p, size_t n) const {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -1,5 +1,5 @@
 // A read-only memory-mapped file. Model weights are used in place from the
-// mapping (DESIGN.md invariant 4): nothing is copied at load.
+// mapping (DESIGN.md invariant 4); the ones repacked at load are released.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +19,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Tells the OS the whole pages inside [p, p + n) will not be read again
+  // (they leave this process's resident set; reading them would fault them
+  // back in from the file).
+  void ReleasePages(const void* p, size_t n) const;
 
  private:
   std::string path_;

@@ -106,6 +106,11 @@ class GgufFile {
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* FindTensor(std::string_view name) const;
+  // MappedFile::ReleasePages for tensor bytes no longer read (no-op for
+  // FromMemory files).
+  void ReleasePages(const void* p, size_t n) const {
+    if (file_) file_->ReleasePages(p, n);
+  }
 
  private:
   GgufFile() = default;

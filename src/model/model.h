@@ -3,6 +3,7 @@
 // scratch) lives in a Context (model/context.h).
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,13 +93,23 @@ class Model {
 
   // Bytes of weights one forward step reads (for bandwidth figures).
   size_t weight_bytes() const;
+  // Bytes of weights repacked at load (PackWeights), held in memory.
+  size_t packed_bytes() const { return packed_bytes_; }
 
  private:
+  struct FreeDeleter {
+    void operator()(void* p) const { std::free(p); }
+  };
   Model() = default;
+  // Repacks every matrix that has a faster layout (matmul.h, PackWeights)
+  // into one buffer, once, and drops the file pages it no longer reads.
+  void PackMatrices();
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
   HParams hp_;
+  std::unique_ptr<uint8_t, FreeDeleter> packed_;
+  size_t packed_bytes_ = 0;
 };
 
 }  // namespace kakeya

@@ -42,10 +42,11 @@ struct CpuTarget {
   MatMulKernel (*float_kernel)(DType);
   MatMulKernel (*legacy_kernel)(DType);
   MatMulKernel (*kquant_kernel)(DType);
+  MatMulKernel (*packed_kernel)(WeightLayout);
 };
 
 #define KAKEYA_TARGET(name, bit, NS) \
-  {name, bit, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel},
+  {name, bit, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel},
 
 // Best first. The portable target is last and always supported.
 constexpr CpuTarget kTargets[] = {
@@ -118,7 +119,10 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
   const auto rows = static_cast<size_t>(n_rows), in = static_cast<size_t>(n_in);
-  if (IsLegacyQuant(type)) return AlignUp(rows * in) + 2 * AlignUp(rows * in / kQK * sizeof(float));
+  if (IsLegacyQuant(type)) {
+    return AlignUp(rows * in) + 2 * AlignUp(rows * in / kQK * sizeof(float)) +
+           AlignUp(rows * in / kQK * sizeof(int16_t));
+  }
   if (IsKQuant(type)) {
     return AlignUp(rows * in) + AlignUp(rows * in / kQKK * sizeof(float)) +
            AlignUp(rows * in / 16 * sizeof(int16_t));
@@ -130,9 +134,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
             ThreadPool& pool) {
   if (n_rows <= 0 || w.n_out <= 0) return;
   const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
-  const MatMulKernel kernel = IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
-                              : IsKQuant(w.type)    ? target.kquant_kernel(w.type)
-                                                    : target.float_kernel(w.type);
+  const bool packed = w.layout != WeightLayout::kRows;
+  const MatMulKernel kernel = packed                 ? target.packed_kernel(w.layout)
+                              : IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
+                              : IsKQuant(w.type)      ? target.kquant_kernel(w.type)
+                                                      : target.float_kernel(w.type);
   if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
   MatMulJob job{&w, n_rows, x, {}, {}, y};
   auto* base = static_cast<uint8_t*>(scratch);
@@ -142,10 +148,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
     auto* qs = reinterpret_cast<int8_t*>(base);
     auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
     float* s = d + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float);
+    auto* sums = reinterpret_cast<int16_t*>(s + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float));
     pool.Run(n_rows, [&](int64_t r, int) {
-      QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb);
+      QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb, sums + r * nb);
     });
-    job.q8 = {qs, d, s};
+    job.q8 = {qs, d, s, sums};
   } else if (IsKQuant(w.type)) {
     const int64_t nsb = n_in / kQKK;
     auto* qs = reinterpret_cast<int8_t*>(base);
@@ -158,10 +165,11 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
     job.q8k = {qs, d, bsums};
   }
 
-  // Column chunks of a multiple of 4, about 8 per thread for load balance.
-  // Chunking never changes how a column is computed.
+  // Column chunks of a multiple of 4 (of a packed group), about 8 per thread
+  // for load balance. Chunking never changes how a column is computed.
+  const int64_t unit = packed ? 16 : 4;
   const int64_t per_task = (w.n_out + 8 * pool.size() - 1) / (8 * pool.size());
-  const int64_t chunk = std::max<int64_t>(4, (per_task + 3) / 4 * 4);
+  const int64_t chunk = std::max<int64_t>(unit, (per_task + unit - 1) / unit * unit);
   const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
   pool.Run(n_tasks, [&](int64_t t, int) {
     kernel(job, t * chunk, std::min(w.n_out, (t + 1) * chunk));

@@ -19,15 +19,39 @@
 
 namespace kakeya {
 
-// A linear layer's weight as stored in GGUF: n_out rows (GGUF ne[1]) of n_in
-// elements (GGUF ne[0]), each row RowBytes(type, n_in) bytes, used in place.
+// How a weight matrix's bytes are arranged.
+enum class WeightLayout : uint8_t {
+  // As stored in GGUF: n_out rows of n_in elements, RowBytes(type, n_in) each.
+  kRows,
+  // Q8_0 repacked by PackWeights: per group of 16 output columns and per
+  // 32-element block, the 16 F16 scales, then 8 chunks of 64 bytes, chunk j
+  // holding quants 4j..4j+3 of each column (column-major within the chunk),
+  // each stored as q + 128 (unsigned). One 64-byte load meets 16 columns, so
+  // one VNNI instruction does 64 multiply-adds for one activation row, and the
+  // loaded chunk serves every row of the batch (see matmul_packed.cc).
+  kQ8_0x16,
+};
+
+// A linear layer's weight: n_out output columns (GGUF ne[1]) of n_in inputs
+// (GGUF ne[0]); row_bytes = RowBytes(type, n_in) in either layout.
 struct WeightMatrix {
   DType type = DType::kF32;
   int64_t n_in = 0;
   int64_t n_out = 0;
   const void* data = nullptr;
   int64_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 };
+
+// Whether PackWeights has a faster layout for w (today: Q8_0).
+bool CanPack(const WeightMatrix& w);
+// Bytes of w's packed copy (the last group of 16 columns is zero-padded).
+size_t PackedBytes(const WeightMatrix& w);
+// Rearranges w (kRows) into its packed layout at dst (PackedBytes(w) bytes,
+// 64-byte aligned) and returns the matrix that reads dst. The integer sums
+// are the same as for w, so results differ from w's only by float rounding
+// order; for the packed layout every target gives the same bits.
+WeightMatrix PackWeights(const WeightMatrix& w, void* dst);
 
 // Scratch bytes MatMul needs for n_rows activation rows of this weight (e.g.
 // the rows quantized to Q8). Callers allocate once per session, not per step.

@@ -28,11 +28,12 @@
 namespace kakeya {
 
 // Activation rows quantized in 32-element blocks (for Q4_0 .. Q8_0 weights).
-// The F32 block scale is kept (not rounded to F16 like llama.cpp's Q8_0).
+// d and s hold F16-rounded values, as llama.cpp's Q8_0/Q8_1 store them.
 struct ActQ8 {
   const int8_t* qs;  // I8  [n_rows, n_in]: round-half-even(x / d), in -127..127
   const float* d;    // F32 [n_rows, n_in / 32]: block scale d = amax / 127
   const float* s;    // F32 [n_rows, n_in / 32]: d * sum(qs of the block), for mins
+  const int16_t* sums;  // I16 [n_rows, n_in / 32]: sum(qs of the block)
 };
 
 // Activation rows quantized as llama.cpp's Q8_K (FORMATS.md 2.3), for K-quants.
@@ -53,7 +54,8 @@ struct MatMulJob {
 
 // Quantize one activation row (n_in a multiple of 32 / 256). A row's result
 // depends only on that row; every target produces the same bits.
-void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s);
+void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
+                           int16_t* sums);
 void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
@@ -65,6 +67,7 @@ using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t c
   MatMulKernel FloatKernel(DType type);         \
   MatMulKernel LegacyQuantKernel(DType type);   \
   MatMulKernel KQuantKernel(DType type);        \
+  MatMulKernel PackedKernel(WeightLayout layout); \
   }
 
 // Walks the columns [col_begin, col_end) in tiles of kCols and the rows in

@@ -52,6 +52,27 @@ void AddInPlace(float* x, const float* y, int n) {
   for (int i = 0; i < n; ++i) x[i] += y[i];
 }
 
+namespace {
+
+// q . k with 16 partial sums added in a fixed order: the compiler vectorizes
+// it for any SIMD width (a plain running sum cannot be reordered), and the
+// bits are the same on every CPU.
+float Dot(const float* q, const float* k, int n) {
+  constexpr int kLanes = 16;
+  float part[kLanes] = {};
+  int d = 0;
+  for (; d + kLanes <= n; d += kLanes) {
+    for (int l = 0; l < kLanes; ++l) part[l] += q[d + l] * k[d + l];
+  }
+  for (int l = 0; d < n; ++d, ++l) part[l] += q[d] * k[d];
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) part[l] += part[l + width];
+  }
+  return part[0];
+}
+
+}  // namespace
+
 void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
                    int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
                    int first_pos, int n_keys, float* scores, float* out) {
@@ -63,9 +84,7 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
   int slot = first_pos % capacity;
   for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
     const float* kj = k_cache + slot * k_stride + k_offset;
-    float dot = 0.0f;
-    for (int d = 0; d < s.head_dim; ++d) dot += qh[d] * kj[d];
-    float score = dot * s.scale;
+    float score = Dot(qh, kj, s.head_dim) * s.scale;
     if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
     scores[j] = score;
     if (score > max_score) max_score = score;

@@ -49,7 +49,7 @@ HWY_INLINE int32_t QuantizeBlock(DF df, const float* x, float scale, int n, int8
 // d = amax/127 and the block sum term s = d * sum(q) are stored as F16, so the
 // dot products see the F16-rounded numbers. Keeping them in F32 would be more
 // accurate but differs from llama.cpp by up to ~0.3 logits per position.
-void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s) {
+void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s, int16_t* sums) {
   const DF df;
   for (int64_t b = 0; b < n_in / kQK; ++b) {
     const float amax = MaxAbs(df, x + b * kQK, kQK);
@@ -57,6 +57,7 @@ void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s)
     const int32_t sum = QuantizeBlock(df, x + b * kQK, amax != 0 ? 127 / amax : 0, kQK, qs + b * kQK);
     d[b] = F16ToF32(F32ToF16(scale));
     s[b] = F16ToF32(F32ToF16(scale * static_cast<float>(sum)));
+    sums[b] = static_cast<int16_t>(sum);
   }
 }
 
@@ -90,8 +91,9 @@ namespace kakeya {
 HWY_EXPORT(QuantizeRowQ8);
 HWY_EXPORT(QuantizeRowQ8K);
 
-void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, qs, d, s);
+void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
+                           int16_t* sums) {
+  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, qs, d, s, sums);
 }
 void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
   HWY_DYNAMIC_DISPATCH(QuantizeRowQ8K)(x, n_in, qs, d, bsums);

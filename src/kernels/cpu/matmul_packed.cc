@@ -1,0 +1,289 @@
+// MatMul for Q8_0 weights in the packed layout WeightLayout::kQ8_0x16 (see
+// matmul.h), compiled once per SIMD target, and the packing itself.
+//
+// Why a packed layout: in GGUF's layout a column's 32 quants of a block are
+// contiguous, so a vector instruction works on one column and every
+// (row, column, block) needs its own horizontal bookkeeping; the cost grows
+// with the rows and verifying a block of drafts costs several decode steps.
+// Interleaving 16 columns puts 4 quants of each of them in one 64-byte
+// vector: one broadcast activation quad meets all 16, one VNNI instruction
+// does 64 multiply-adds, and the loaded weights serve every row of the batch
+// while in registers.
+//
+// Arithmetic per (row, column) pair, the same on every target and for every
+// tile shape (so results are bit-identical across batch sizes, threads and
+// targets): for each block b in order,
+//   isum = sum_k q_w[k] * q_x[k]   (exact int32; with VNNI, which multiplies
+//          unsigned by signed bytes, as sum_k (q_w[k] + 128) * q_x[k]
+//          - 128 * sum_k q_x[k])
+//   acc  = fma(float(isum), d_w * d_x, acc)
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed.cc"
+#include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+#include "base/error.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/dequant.h"
+
+#ifndef KAKEYA_MATMUL_PACKED_ONCE
+#define KAKEYA_MATMUL_PACKED_ONCE
+namespace kakeya {
+constexpr int kGroupCols = 16;                                   // columns per group
+constexpr int kQuads = kQK / 4;                                  // 64-byte chunks per block
+constexpr int64_t kPackedBlockBytes = kGroupCols * (2 + kQK);    // scales + quants: 544
+}  // namespace kakeya
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace kakeya {
+namespace HWY_NAMESPACE {
+
+// Reference kernel for targets without hand-written intrinsics.
+void PackedQ8Portable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t nb = w.n_in / kQK;
+  const ActQ8& a = job.q8;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
+    const uint8_t* group = data + o / kGroupCols * nb * kPackedBlockBytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
+    for (int64_t r = 0; r < job.n_rows; ++r) {
+      float acc[kGroupCols] = {};
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk = group + b * kPackedBlockBytes;
+        const uint8_t* quants = blk + 2 * kGroupCols;
+        const int64_t xb = r * nb + b;
+        const int8_t* xq = a.qs + xb * kQK;
+        int32_t isum[kGroupCols];
+        std::fill(isum, isum + kGroupCols, -128 * a.sums[xb]);
+        for (int j = 0; j < kQuads; ++j) {
+          for (int c = 0; c < kGroupCols; ++c) {
+            for (int k = 0; k < 4; ++k) isum[c] += quants[(j * kGroupCols + c) * 4 + k] * xq[4 * j + k];
+          }
+        }
+        for (int c = 0; c < kGroupCols; ++c) {
+          uint16_t h;
+          std::memcpy(&h, blk + 2 * c, 2);
+          acc[c] = std::fma(static_cast<float>(isum[c]), F16ToF32(h) * a.d[xb], acc[c]);
+        }
+      }
+      for (int c = 0; c < n_cols; ++c) job.y[r * w.n_out + o + c] = acc[c];
+    }
+  }
+}
+
+#if HWY_ARCH_X86
+// Software prefetch of the weights kPrefetchAhead bytes ahead of the block in
+// use, within the thread's column range [.., end). Once a tile has several
+// rows, the core is busy computing and the hardware prefetcher (which also
+// stops at 4 KiB pages) falls behind: the time becomes compute + memory
+// instead of the larger of the two. Measured on Zen 5 (matmul_bench, 64 MB
+// Q8_0, 2 threads), 8 rows: 2.45 ms without, 1.47 ms at 8 KiB (1 row: 0.88 ms);
+// 2, 4, 16 KiB and 32 KiB ahead were no better.
+constexpr int kPrefetchAhead = 8192;
+HWY_INLINE void PrefetchAhead(const uint8_t* blk, const uint8_t* end) {
+  if (blk + kPrefetchAhead >= end) return;
+  for (int l = 0; l < kPackedBlockBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + l), _MM_HINT_T0);
+  }
+}
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
+// Per row and block: 8 vpdpbusd, one convert, one multiply, one FMA; each
+// 64-byte weight chunk is loaded once and used by all rows of the tile.
+#define KAKEYA_VNNI __attribute__((target("avx512vnni")))
+constexpr int kMaxTileRows = 8;
+
+template <int kR>
+HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t* end, const ActQ8& a,
+                                             int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
+  __m512 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * kPackedBlockBytes;
+    PrefetchAhead(blk, end);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    __m512i s[kR];
+    for (int r = 0; r < kR; ++r) s[r] = _mm512_set1_epi32(-128 * a.sums[(r0 + r) * nb + b]);
+    for (int j = 0; j < kQuads; ++j) {
+      const __m512i wq = _mm512_loadu_si512(blk + 2 * kGroupCols + 64 * j);
+      for (int r = 0; r < kR; ++r) {
+        const auto* xq = reinterpret_cast<const int32_t*>(a.qs + ((r0 + r) * nb + b) * kQK);
+        s[r] = _mm512_dpbusd_epi32(s[r], wq, _mm512_set1_epi32(xq[j]));
+      }
+    }
+    for (int r = 0; r < kR; ++r) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[(r0 + r) * nb + b]));
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+void PackedQ8X86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t nb = w.n_in / kQK;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const uint8_t* end = data + (col_end + kGroupCols - 1) / kGroupCols * nb * kPackedBlockBytes;
+  for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
+    const uint8_t* group = data + o / kGroupCols * nb * kPackedBlockBytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows;) {
+      const int64_t left = job.n_rows - r0;
+      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, left));
+      float out[kMaxTileRows][kGroupCols];
+      switch (n) {
+        case 1: PackedTileVnni<1>(group, end, job.q8, nb, r0, out); break;
+        case 2: PackedTileVnni<2>(group, end, job.q8, nb, r0, out); break;
+        case 3: PackedTileVnni<3>(group, end, job.q8, nb, r0, out); break;
+        case 4: PackedTileVnni<4>(group, end, job.q8, nb, r0, out); break;
+        case 5: PackedTileVnni<5>(group, end, job.q8, nb, r0, out); break;
+        case 6: PackedTileVnni<6>(group, end, job.q8, nb, r0, out); break;
+        case 7: PackedTileVnni<7>(group, end, job.q8, nb, r0, out); break;
+        default: PackedTileVnni<8>(group, end, job.q8, nb, r0, out); break;
+      }
+      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
+      r0 += n;
+    }
+  }
+}
+#undef KAKEYA_VNNI
+#define KAKEYA_PACKED_KERNEL PackedQ8X86
+
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// AVX2 (also used by AVX-512 without VNNI, e.g. Skylake-X): a tile is half a
+// group (8 columns = one ymm) by up to 4 rows, so accumulators and weights fit
+// in 16 registers. maddubs multiplies unsigned by signed bytes, and (q + 128)
+// * x would overflow its int16 pair sums, so it takes |q| * (x with q's sign)
+// as llama.cpp does; the int32 sums are the same exact integers.
+constexpr int kMaxTileRows = 4;
+
+template <int kR>
+HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8& a,
+                                 int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
+  const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(-128);
+  __m256 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * kPackedBlockBytes;
+    if (half == 0) PrefetchAhead(blk, end);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
+    __m256i isum[kR];
+    for (int r = 0; r < kR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < kQuads; ++j) {
+      const __m256i u = _mm256_loadu_si256(
+          reinterpret_cast<const __m256i*>(blk + 2 * kGroupCols + 64 * j + 32 * half));
+      const __m256i q = _mm256_xor_si256(u, bias);  // back to signed
+      const __m256i q_abs = _mm256_abs_epi8(q);     // -128 -> 128 as unsigned
+      for (int r = 0; r < kR; ++r) {
+        int32_t xv;
+        std::memcpy(&xv, a.qs + ((r0 + r) * nb + b) * kQK + 4 * j, 4);
+        const __m256i x = _mm256_set1_epi32(xv);
+        const __m256i p = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(x, q));
+        isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, ones));
+      }
+    }
+    for (int r = 0; r < kR; ++r) {
+      const int64_t xb = (r0 + r) * nb + b;
+      const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[xb]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
+}
+
+void PackedQ8X86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t nb = w.n_in / kQK;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const uint8_t* end = data + (col_end + kGroupCols - 1) / kGroupCols * nb * kPackedBlockBytes;
+  for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
+    const uint8_t* group = data + o / kGroupCols * nb * kPackedBlockBytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows;) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, job.n_rows - r0));
+      float out[kMaxTileRows][kGroupCols];
+      for (int half = 0; half < 2; ++half) {
+        switch (n) {
+          case 1: PackedTileAvx2<1>(group, end, half, job.q8, nb, r0, out); break;
+          case 2: PackedTileAvx2<2>(group, end, half, job.q8, nb, r0, out); break;
+          case 3: PackedTileAvx2<3>(group, end, half, job.q8, nb, r0, out); break;
+          default: PackedTileAvx2<4>(group, end, half, job.q8, nb, r0, out); break;
+        }
+      }
+      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
+      r0 += n;
+    }
+  }
+}
+#define KAKEYA_PACKED_KERNEL PackedQ8X86
+
+#else
+#define KAKEYA_PACKED_KERNEL PackedQ8Portable
+#endif
+
+MatMulKernel PackedKernel(WeightLayout layout) {
+  return layout == WeightLayout::kQ8_0x16 ? &KAKEYA_PACKED_KERNEL : nullptr;
+}
+#undef KAKEYA_PACKED_KERNEL
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kakeya
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kakeya {
+
+bool CanPack(const WeightMatrix& w) {
+  return w.layout == WeightLayout::kRows && w.type == DType::kQ8_0 && w.n_in % kQK == 0;
+}
+
+size_t PackedBytes(const WeightMatrix& w) {
+  const int64_t groups = (w.n_out + kGroupCols - 1) / kGroupCols;
+  return static_cast<size_t>(groups * (w.n_in / kQK) * kPackedBlockBytes);
+}
+
+WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
+  if (!CanPack(w)) Fail("PackWeights: no packed layout for ", NameOf(w.type), " [", w.n_in, ", ", w.n_out, "]");
+  const int64_t nb = w.n_in / kQK;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* out = static_cast<uint8_t*>(dst);
+  if (w.n_out % kGroupCols != 0) {  // padding columns of the last group: scale 0
+    const int64_t last = w.n_out / kGroupCols * nb * kPackedBlockBytes;
+    std::memset(out + last, 0, PackedBytes(w) - static_cast<size_t>(last));
+  }
+  for (int64_t o = 0; o < w.n_out; ++o) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(src + o * w.row_bytes);
+    const int c = static_cast<int>(o % kGroupCols);
+    uint8_t* group = out + o / kGroupCols * nb * kPackedBlockBytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = group + b * kPackedBlockBytes;
+      std::memcpy(blk + 2 * c, &row[b].d, 2);
+      for (int j = 0; j < kQuads; ++j) {
+        uint32_t quad;
+        std::memcpy(&quad, row[b].qs + 4 * j, 4);
+        quad ^= 0x80808080u;  // q + 128 in each byte
+        std::memcpy(blk + 2 * kGroupCols + (j * kGroupCols + c) * 4, &quad, 4);
+      }
+    }
+  }
+  WeightMatrix packed = w;
+  packed.data = dst;
+  packed.layout = WeightLayout::kQ8_0x16;
+  return packed;
+}
+
+}  // namespace kakeya
+#endif
