@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/dequant.h"
@@ -24,14 +26,16 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kTinyLlama = std::string(KAKEYA_FIXTURES) + "/models/tiny-llama-f32.gguf";
+const std::string kFoxText = std::string(KAKEYA_FIXTURES) + "/models/prompts/fox.txt";
 
 struct CommandResult {
   int exit_code;
   std::string output;  // stdout and stderr together
 };
 
-CommandResult RunKakeya(const std::string& args) {
-  const std::string cmd = std::string(KAKEYA_BIN) + " " + args + " 2>&1";
+// env: "NAME=value ..." assignments for the command, or empty.
+CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(KAKEYA_BIN) + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -217,6 +221,10 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
       {"run -m " + kTinyLlama + " -p hi --spec bogus", "--spec"},
       {"run -m " + kTinyLlama + " -p hi --spec draft", "--draft"},
       {"run -m " + kTinyLlama + " -p hi --spec ngram --draft " + kTinyLlama, "--draft"},
+      {"perplexity -m " + kTinyLlama, "--file"},
+      {"perplexity -m " + kTinyLlama + " -f " + dir.File("nope.txt"), "nope.txt"},
+      {"perplexity -m " + kTinyLlama + " -f " + kFoxText + " -w 0", "--window"},
+      {"perplexity -m " + garbage + " -f " + kFoxText, "magic"},
   };
   for (const Case& c : cases) {
     const CommandResult r = RunKakeya(c.args);
@@ -228,6 +236,44 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
     EXPECT_NE(r.output.find(c.message), std::string::npos)
         << c.args << "\noutput: " << r.output << "\nexpected to mention: " << c.message;
   }
+}
+
+TEST(Cli, PerplexityScoresEveryTokenButTheFirst) {
+  const CommandResult tok = RunKakeya("tokenize -m " + kTinyLlama + " -f " + kFoxText + " --json");
+  ASSERT_EQ(tok.exit_code, 0) << tok.output;
+  const size_t n_ids = std::count(tok.output.begin(), tok.output.begin() + tok.output.find(']'), ',') + 1;
+  const CommandResult r = RunKakeya("perplexity -m " + kTinyLlama + " -f " + kFoxText + " -w 4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* field : {"\"nats_per_token\"", "\"perplexity\"", "\"bits_per_byte\"", "\"bytes\""}) {
+    EXPECT_NE(r.output.find(field), std::string::npos) << field << " missing in " << r.output;
+  }
+  // BOS + the text's tokens + EOS: every token after BOS is predicted once.
+  EXPECT_NE(r.output.find("\"tokens\":" + std::to_string(n_ids)), std::string::npos)
+      << n_ids << " ids in " << tok.output << "\n" << r.output;
+}
+
+// Without -m, `run` uses the shipped model in $KAKEYA_MODELS_DIR, and that
+// model's draft is its default drafter; a missing default is a clear error.
+TEST(Cli, RunWithoutModelUsesTheShippedPair) {
+  TempDir dir;
+  const std::string draft = std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf";
+  fs::copy_file(kTinyLlama, dir.File("kakeya-pystdlib.gguf"));
+  auto run = [&](const std::string& args) { return RunKakeya(args, "KAKEYA_MODELS_DIR=" + dir.File("")); };
+  // Only the target: `auto` falls back to n-gram lookup.
+  CommandResult r = run("run -p 'The quick brown fox' -n 8 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"method\":\"ngram\""), std::string::npos) << r.output;
+  fs::copy_file(draft, dir.File("kakeya-pystdlib-draft.gguf"));
+  r = run("run -p 'The quick brown fox' -n 8 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"method\":\"draft\""), std::string::npos) << r.output;
+  // Another -m does not pick up the shipped draft.
+  r = run("run -m " + draft + " -p 'The quick brown fox' -n 8 --temp 0 --json --spec draft");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  fs::remove(dir.File("kakeya-pystdlib.gguf"));
+  r = run("run -p hi");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("default model"), std::string::npos) << r.output;
 }
 
 TEST(Cli, RunJsonHasTheDocumentedFields) {

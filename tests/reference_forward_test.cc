@@ -21,6 +21,7 @@
 #include "fixture_util.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
+#include "engine/perplexity.h"
 #include "model/context.h"
 #include "model/model.h"
 
@@ -297,6 +298,43 @@ TEST_P(ReferenceForwardTest, EngineMatchesReference) {
     }
   }
   ForceCpuTarget(initial_target);
+}
+
+// kakeya perplexity's scoring (windows from an empty cache, every token after
+// the first predicted once) against -log softmax of the float64 reference.
+TEST_P(ReferenceForwardTest, CrossEntropyMatchesReference) {
+  const ReferenceModel ref(fixture::ModelPath(GetParam()));
+  const std::unique_ptr<Model> model = Model::Load(fixture::ModelPath(GetParam()));
+  const std::vector<TokenId> fox = fixture::LoadRefLogits(GetParam(), "fox").prompt_ids;
+  std::vector<TokenId> fib = fixture::LoadRefLogits(GetParam(), "fib").prompt_ids;
+  fib.push_back(2);  // an EOS, as the command appends one
+  const std::vector<std::vector<TokenId>> docs = {fox, fib, {1}};  // the last predicts nothing
+  constexpr int kWindow = 7;  // several windows per document, a short last one
+  double want = 0;
+  int64_t want_count = 0;
+  for (const std::vector<TokenId>& ids : docs) {
+    for (size_t s = 0; s + 1 < ids.size(); s += kWindow) {
+      const size_t e = std::min(ids.size() - 1, s + kWindow);
+      const std::vector<std::vector<double>> logits =
+          ref.Forward(std::vector<TokenId>(ids.begin() + s, ids.begin() + e));
+      for (size_t i = 0; i < logits.size(); ++i) {
+        double mx = -INFINITY, sum = 0;
+        for (double v : logits[i]) mx = std::max(mx, v);
+        for (double v : logits[i]) sum += std::exp(v - mx);
+        want += mx + std::log(sum) - logits[i][ids[s + i + 1]];
+        ++want_count;
+      }
+    }
+  }
+  Context ctx(*model, ContextOptions{.n_ctx = kWindow, .max_batch = 3, .n_threads = 2});
+  int windows = 0;
+  const CrossEntropy got = ScoreDocuments(ctx, docs, kWindow, [&](const CrossEntropy&) { ++windows; });
+  EXPECT_EQ(got.predicted, want_count);
+  EXPECT_EQ(windows, static_cast<int>((fox.size() - 1 + kWindow - 1) / kWindow + (fib.size() - 1 + kWindow - 1) / kWindow));
+  std::cout << "[reference] " << GetParam() << " cross-entropy over " << got.predicted
+            << " tokens: engine " << got.nats / got.predicted << " vs float64 " << want / want_count
+            << " nats/token" << std::endl;
+  EXPECT_NEAR(got.nats / got.predicted, want / want_count, 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(F32Models, ReferenceForwardTest,

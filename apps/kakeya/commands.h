@@ -15,10 +15,20 @@ using Runner = std::function<int()>;
 Runner AddRunCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);
+Runner AddPerplexityCommand(CLI::App& app);
 // Adds `bench spec` under `bench` and sets *runner to run it.
 CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner);
 
 // Reads the prompt from -p TEXT or -f FILE (exactly one must be given).
 std::string ReadPrompt(const std::string& text, const std::string& file);
+// The whole file as bytes; throws Error naming the path.
+std::string ReadTextFile(const std::string& path);
+// Threads when -t is not given: all hardware threads.
+int DefaultThreads();
+
+// The shipped default model and its draft (models/README.md), in
+// $KAKEYA_MODELS_DIR or else the source tree's models/ folder.
+std::string ShippedTargetPath();
+std::string ShippedDraftPath();
 
 }  // namespace kakeya::cli

@@ -8,7 +8,7 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "kakeya: local LLM inference with lossless speculative decoding.\n"
-      "Runs GGUF models (llama, qwen2, qwen3) on the CPU."};
+      "Runs GGUF models (llama, qwen2, qwen3, gemma2, gemma3) on the CPU."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kakeya 0.1.0");
   std::map<CLI::App*, kakeya::cli::Runner> runners;
@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   };
   add("run", "Generate text from a prompt", kakeya::cli::AddRunCommand);
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
+  add("perplexity", "Held-out cross-entropy of a model on text files", kakeya::cli::AddPerplexityCommand);
   add("bench", "Measure speed: `kakeya bench verify|spec -m MODEL`", kakeya::cli::AddBenchCommand);
 
   try {

@@ -1,5 +1,7 @@
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "base/error.h"
 #include "commands.h"
@@ -12,11 +14,30 @@ std::string ReadPrompt(const std::string& text, const std::string& file) {
     if (text.empty()) Fail("no prompt: pass -p TEXT or -f FILE");
     return text;
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) Fail("cannot read prompt file ", file);
+  return ReadTextFile(file);
+}
+
+std::string ReadTextFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("cannot read file ", path);
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+namespace {
+std::string ModelsDir() {
+  const char* env = std::getenv("KAKEYA_MODELS_DIR");
+  return env != nullptr && *env != '\0' ? env : KAKEYA_MODELS_DIR;
+}
+}  // namespace
+
+std::string ShippedTargetPath() { return ModelsDir() + "/kakeya-pystdlib.gguf"; }
+std::string ShippedDraftPath() { return ModelsDir() + "/kakeya-pystdlib-draft.gguf"; }
+
+int DefaultThreads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
 }
 
 }  // namespace kakeya::cli

@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -40,6 +41,24 @@ struct RunFlags {
   bool block_given = false;
 };
 
+// No -m: the shipped model. For the shipped model, the shipped draft model is
+// the default drafter (--spec draft or auto without --draft).
+void UseShippedDefaults(RunFlags& f) {
+  if (f.model.empty()) {
+    f.model = ShippedTargetPath();
+    if (!std::filesystem::exists(f.model)) {
+      Fail("no -m MODEL given, and the default model ", f.model,
+           " is missing (it ships in the repository's models/ folder; KAKEYA_MODELS_DIR points elsewhere)");
+    }
+  }
+  std::error_code ec;
+  const bool shipped = std::filesystem::equivalent(f.model, ShippedTargetPath(), ec);
+  if (shipped && f.draft.empty() && (f.spec == "draft" || f.spec == "auto") &&
+      std::filesystem::exists(ShippedDraftPath())) {
+    f.draft = ShippedDraftPath();
+  }
+}
+
 constexpr int kMaxBlock = 64;
 constexpr int kAdaptiveMaxBlock = 16;
 
@@ -76,11 +95,6 @@ nlohmann::json SpecJson(const SpecStats& s) {
           {"draft_ms", s.draft_ms},
           {"verify_ms", s.verify_ms},
           {"commit_ms", s.commit_ms}};
-}
-
-int DefaultThreads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
 }
 
 size_t PeakRssBytes() {
@@ -206,7 +220,10 @@ int Run(const RunFlags& f) {
 
 Runner AddRunCommand(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
-  app.add_option("-m,--model", f->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  app.add_option("-m,--model", f->model,
+                 "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its "
+                 "draft model as the default drafter)")
+      ->check(CLI::ExistingFile);
   app.add_option("-p,--prompt", f->prompt, "Prompt text");
   app.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
@@ -229,7 +246,9 @@ Runner AddRunCommand(CLI::App& app) {
   CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1..64; default: adaptive up to 16");
   return [f, block] {
     f->block_given = block->count() > 0;
-    return Run(*f);
+    RunFlags flags = *f;
+    UseShippedDefaults(flags);
+    return Run(flags);
   };
 }
 

@@ -3,7 +3,7 @@
 The module already computes what FORMATS.md 3.4 describes, so this is a renaming:
 no "+1" on norm weights, no q/k permutation, tied output (no output.weight).
 
-    python3 export_gguf.py CHECKPOINT.pt TOKENIZER.model OUT.gguf [--f16]
+    python3 export_gguf.py CHECKPOINT.pt TOKENIZER.model OUT.gguf [--type f32|f16|q8_0]
 """
 import argparse
 
@@ -74,14 +74,19 @@ def add_vocab(w, sp):
     w.add("tokenizer.ggml.add_space_prefix", gw.BOOL, False)  # trained with add_dummy_prefix=False
 
 
-def export(model, sp, path, name, f16=False):
+MATRIX_TYPES = {"f32": gw.GGML_F32, "f16": gw.GGML_F16, "q8_0": gw.GGML_Q8_0}
+
+
+def export(model, sp, path, name, f16=False, matrix_type=None):
+    """matrix_type: "f32", "f16" or "q8_0" for the 2-D tensors (default: f16 if f16 else f32)."""
+    matrix_type = matrix_type or ("f16" if f16 else "f32")
     w = gw.GgufWriter()
     add_hparams(w, model.cfg, name)
     add_vocab(w, sp)
     for torch_name, param in model.state_dict().items():
         array = param.detach().float().cpu().numpy()
         # 1-D tensors (norms) stay F32, as llama.cpp's converter keeps them.
-        ggml_type = gw.GGML_F16 if f16 and array.ndim > 1 else gw.GGML_F32
+        ggml_type = MATRIX_TYPES[matrix_type] if array.ndim > 1 else gw.GGML_F32
         w.add_tensor(gguf_tensor_name(torch_name), array, ggml_type)
     w.write(path)
 
@@ -99,9 +104,11 @@ def main():
     ap.add_argument("tokenizer")
     ap.add_argument("out")
     ap.add_argument("--name", default="kakeya-pystdlib")
-    ap.add_argument("--f16", action="store_true", help="store matrices as F16 (norms stay F32)")
+    ap.add_argument("--type", choices=sorted(MATRIX_TYPES), default="f32",
+                    help="type of the matrices (norms stay F32); the shipped files use q8_0")
     args = ap.parse_args()
-    export(load_checkpoint(args.checkpoint), tk.load(args.tokenizer), args.out, args.name, args.f16)
+    export(load_checkpoint(args.checkpoint), tk.load(args.tokenizer), args.out, args.name,
+           matrix_type=args.type)
 
 
 if __name__ == "__main__":

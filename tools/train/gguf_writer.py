@@ -17,7 +17,22 @@ ALIGNMENT = 32  # default general.alignment; we do not write the key
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 
 # ggml_type ids (FORMATS.md 1.7)
-GGML_F32, GGML_F16 = 0, 1
+GGML_F32, GGML_F16, GGML_Q8_0 = 0, 1, 8
+
+
+def quantize_q8_0(array):
+    """ggml's reference Q8_0 (FORMATS.md 2.1): per 32 values, d = amax / 127 stored as F16,
+    q = round-half-away(x / d) with 1/d in float32, as quantize_row_q8_0_ref computes it."""
+    x = np.ascontiguousarray(array, dtype=np.float32).reshape(-1, 32)
+    amax = np.abs(x).max(axis=1)
+    d = (amax / np.float32(127)).astype(np.float32)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0).astype(np.float32)
+    v = (x * inv[:, None]).astype(np.float32)
+    q = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int8)
+    blocks = np.zeros(len(x), dtype=[("d", "<f2"), ("qs", "i1", 32)])
+    blocks["d"] = d.astype(np.float16)
+    blocks["qs"] = q
+    return blocks.tobytes()
 
 _SCALAR_FORMAT = {
     UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
@@ -62,8 +77,12 @@ class GgufWriter:
         the bytes are the row-major array as is (FORMATS.md 1.4).
         """
         assert len(name.encode()) < 64, name
-        dtype = np.float32 if ggml_type == GGML_F32 else np.float16
-        data = np.ascontiguousarray(array, dtype=dtype).tobytes()
+        if ggml_type == GGML_Q8_0:
+            assert array.shape[-1] % 32 == 0, (name, array.shape)
+            data = quantize_q8_0(array)
+        else:
+            dtype = np.float32 if ggml_type == GGML_F32 else np.float16
+            data = np.ascontiguousarray(array, dtype=dtype).tobytes()
         self._tensors.append((name, list(reversed(array.shape)), ggml_type, data))
 
     def write(self, path):
