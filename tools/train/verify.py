@@ -110,11 +110,12 @@ def acceptance_at_blocks(binary, target, draft, prompt_list, n_predict, blocks=(
 
 
 def signature_prompts(docs, n=5):
-    """One top-level `def name(...):` line from each of the first n held-out files that have one."""
+    """One top-level `def name(...):` line from each of the first n held-out files that have one
+    (distinct lines: several encodings/*.py files define the same getregentry())."""
     out = []
     for _, text in docs:
         for line in text.splitlines():
-            if line.startswith("def ") and line.rstrip().endswith(":"):
+            if line.startswith("def ") and line.rstrip().endswith(":") and line.rstrip() + "\n" not in out:
                 out.append(line.rstrip() + "\n")
                 break
         if len(out) == n:

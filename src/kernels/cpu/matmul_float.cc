@@ -30,7 +30,6 @@ using VF = hn::Vec<DF>;
 constexpr int kRows = 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
-constexpr int64_t kPrefetch = 512;  // elements ahead
 
 HWY_INLINE VF LoadW(DF df, const float* p) { return hn::LoadU(df, p); }
 HWY_INLINE VF LoadW(DF df, const hwy::float16_t* p) {
@@ -40,9 +39,10 @@ HWY_INLINE VF LoadW(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 
-// out[r][c] = dot(w[c][0..n_in), x[r][0..n_in)).
+// out[r][c] = dot(w[c][0..n_in), x[r][0..n_in)). `next` (or null): the
+// weight rows of the thread's next tile, prefetched while this one computes.
 template <typename T, int kR>
-HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_in,
+HWY_NOINLINE void FloatTile(const T* const* w, const T* next, const float* const* x, int64_t n_in,
                             float (*out)[kCols]) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -60,9 +60,12 @@ HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_
   };
   int64_t i = 0;
   for (; i + N <= n_in; i += N) {
-    // Software prefetch in each weight row (once per 64-byte line).
-    if ((i * static_cast<int64_t>(sizeof(T))) % 64 == 0 && i + kPrefetch < n_in) {
-      for (int c = 0; c < kCols; ++c) __builtin_prefetch(w[c] + i + kPrefetch);
+    // Software prefetch, once per 64-byte line, of the next tile's rows (they
+    // follow this tile's in memory). Prefetching 1 KiB ahead within this
+    // tile's rows instead left each tile's start to the hardware: measured on
+    // Zen 5 (1.25B F16, 2 threads, bench verify) decode went 63 -> 48 ms.
+    if (next != nullptr && (i * static_cast<int64_t>(sizeof(T))) % 64 == 0) {
+      for (int c = 0; c < kCols; ++c) __builtin_prefetch(next + c * n_in + i);
     }
     step(w, x, i);
   }
@@ -90,19 +93,21 @@ HWY_NOINLINE void FloatTile(const T* const* w, const float* const* x, int64_t n_
 template <typename T>
 void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t n_in = job.w->n_in;
+  const T* last = static_cast<const T*>(job.w->data) + (col_end - 1) * n_in;
   ForEachTile<kCols, kRows>(
       job, col_begin, col_end,
       [&](const uint8_t* const* w_bytes, int64_t r0, int n_rows, float (*out)[kCols]) HWY_ATTR {
         const T* w[kCols];
         for (int c = 0; c < kCols; ++c) w[c] = reinterpret_cast<const T*>(w_bytes[c]);
+        const T* next = r0 == 0 && w[0] + kCols * n_in <= last ? w[0] + kCols * n_in : nullptr;
         const float* x[kRows];
         for (int r = 0; r < n_rows; ++r) x[r] = job.x + (r0 + r) * n_in;
         switch (n_rows) {
-          case 1: return FloatTile<T, 1>(w, x, n_in, out);
-          case 2: return FloatTile<T, 2>(w, x, n_in, out);
-          case 3: return FloatTile<T, 3>(w, x, n_in, out);
-          case 4: return FloatTile<T, 4>(w, x, n_in, out);
-          default: return FloatTile<T, kRows>(w, x, n_in, out);
+          case 1: return FloatTile<T, 1>(w, next, x, n_in, out);
+          case 2: return FloatTile<T, 2>(w, next, x, n_in, out);
+          case 3: return FloatTile<T, 3>(w, next, x, n_in, out);
+          case 4: return FloatTile<T, 4>(w, next, x, n_in, out);
+          default: return FloatTile<T, kRows>(w, next, x, n_in, out);
         }
       });
 }

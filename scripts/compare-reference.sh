@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Speed of kakeya side by side with the reference engine, llama.cpp as the npm
+# package node-llama-cpp bundles it (a git bundle of its source), on the same
+# ~1.25B bench models (random weights, written by tools/make_bench_model.cc).
+#
+#   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"]
+#
+# Everything of the reference (npm tarball, source, build, bench models, raw
+# results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
+# outside the repository. Needs npm, git, cmake, ninja, python3, ~10 GB of disk
+# and, the first time, network access to the npm registry and ~15 minutes to
+# build llama-bench on 2 cores.
+#
+# Each round runs, per model, llama-bench (-p 1,4,8,16,128 -n 64), then
+# `kakeya bench verify` (1, 4, 8, 16, 128 rows from an empty cache) and
+# `kakeya run` (64 tokens), alternating, so slow phases of a shared machine hit
+# both engines alike. The table gives medians over rounds:
+#   decode tok/s   kakeya run -n 64 vs llama-bench tg64
+#   cost(L)/cost(1) one forward over L rows / one decode step:
+#                  kakeya: bench verify ms(L) / ms(1)
+#                  llama.cpp: (L / pp_L tok/s) / (1 / tg64 tok/s)
+#   prefill tok/s  128 rows in one forward: kakeya bench verify vs llama-bench pp128
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
+version=${NODE_LLAMA_CPP_VERSION:-3.22.1}
+rounds=3
+threads=2
+types="f16 q8_0 q4_k_m"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --types) types=$2; shift 2 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+case "$scratch/" in
+  "$repo"/*) echo "KAKEYA_REF_DIR ($scratch) must be outside the repository" >&2; exit 2 ;;
+esac
+mkdir -p "$scratch/models" "$scratch/results"
+
+# 1. The reference: source from the npm package's git bundle, built once.
+llama_bench=$scratch/llama.cpp/build/bin/llama-bench
+if [ ! -x "$llama_bench" ]; then
+  cd "$scratch"
+  [ -f "node-llama-cpp-$version.tgz" ] || npm pack "node-llama-cpp@$version" >/dev/null
+  tar xzf "node-llama-cpp-$version.tgz" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
+  rm -rf llama.cpp
+  git clone -q package/llama/gitRelease.bundle llama.cpp
+  echo "reference: llama.cpp $(tr -d '\n ' < package/llama/llama.cpp.info.json) from node-llama-cpp $version"
+  cmake -S llama.cpp -B llama.cpp/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
+  cmake --build llama.cpp/build --target llama-bench
+fi
+
+# 2. kakeya (its own build folder) and the bench models.
+cmake -S "$repo" -B "$repo/build-compare" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKAKEYA_TESTS=OFF \
+  -DKAKEYA_BENCH=OFF >/dev/null
+cmake --build "$repo/build-compare" --target kakeya make-bench-model >/dev/null
+kakeya=$repo/build-compare/bin/kakeya
+for t in $types; do
+  m=$scratch/models/bench-1b-$t.gguf
+  [ -f "$m" ] || "$repo/build-compare/bin/make-bench-model" "$m" --type "$(echo "$t" | tr a-z A-Z)" --shape 1b
+done
+
+# 3. Alternating runs.
+out=$scratch/results/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+for r in $(seq 1 "$rounds"); do
+  for t in $types; do
+    m=$scratch/models/bench-1b-$t.gguf
+    echo "round $r/$rounds: $t" >&2
+    "$llama_bench" -m "$m" -p 1,4,8,16,128 -n 64 -t "$threads" -r 3 -o json > "$out/ref-$t-$r.json" 2>/dev/null
+    "$kakeya" bench verify -m "$m" --rows 1,4,8,16,128 --context 0 --reps 5 -t "$threads" --json \
+      > "$out/verify-$t-$r.json" 2>/dev/null
+    "$kakeya" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none -t "$threads" --json \
+      > "$out/run-$t-$r.json" 2>/dev/null
+  done
+done
+
+# 4. The table.
+python3 - "$out" "$rounds" $types <<'EOF'
+import json, statistics, sys
+out, rounds, types = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+med = statistics.median
+cpu = json.load(open(f"{out}/verify-{types[0]}-1.json"))
+print(f"\ncpu: {cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round); "
+      f"medians of {rounds} alternating rounds; raw results in {out}\n")
+head = ("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
+        "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio")
+rows = []
+for t in types:
+    ref_tg, ref_pp, k_dec, k_ms = [], {}, [], {}
+    for r in range(1, rounds + 1):
+        for e in json.load(open(f"{out}/ref-{t}-{r}.json")):
+            if e["n_gen"] > 0:
+                ref_tg.append(e["avg_ts"])
+            else:
+                ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
+        k_dec.append(json.load(open(f"{out}/run-{t}-{r}.json"))["timings"]["decode_tok_s"])
+        for row in json.load(open(f"{out}/verify-{t}-{r}.json"))["rows"]:
+            k_ms.setdefault(row["n"], []).append(row["ms"])
+    tg = med(ref_tg)
+    ref_cost = {n: (n / med(ref_pp[n])) * tg for n in (4, 8, 16)}
+    k_cost = {n: med(k_ms[n]) / med(k_ms[1]) for n in (4, 8, 16)}
+    k_pp, r_pp = 128e3 / med(k_ms[128]), med(ref_pp[128])
+    rows.append((t, f"{med(k_dec):.1f} / {tg:.1f}", f"{med(k_dec) / tg:.2f}",
+                 *[f"{k_cost[n]:.2f} / {ref_cost[n]:.2f}" for n in (4, 8, 16)],
+                 f"{k_pp:.1f} / {r_pp:.1f}", f"{k_pp / r_pp:.2f}"))
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+for row in rows:
+    print("| " + " | ".join(row) + " |")
+EOF
