@@ -166,7 +166,7 @@ int Register() {
                          DType::kQ5_1, DType::kQ5_K, DType::kQ6_K};
   for (DType type : types) {
    for (bool pack : {false, true}) {
-    if (pack && !CanPack(WeightMatrix{type, kNIn, 16, nullptr, RowBytes(type, kNIn)})) continue;
+    if (pack && PackedLayoutOf(type) == WeightLayout::kRows) continue;
     for (const std::string& target : SupportedCpuTargets()) {
       const std::string name = std::string(NameOf(type)) + (pack ? "x16/" : "/") + target;
       benchmark::RegisterBenchmark(

@@ -135,10 +135,13 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   if (n_rows <= 0 || w.n_out <= 0) return;
   const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
   const bool packed = w.layout != WeightLayout::kRows;
-  const MatMulKernel kernel = packed                 ? target.packed_kernel(w.layout)
-                              : IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
-                              : IsKQuant(w.type)      ? target.kquant_kernel(w.type)
-                                                      : target.float_kernel(w.type);
+  MatMulKernel kernel = packed                 ? target.packed_kernel(w.layout)
+                        : IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
+                        : IsKQuant(w.type)      ? target.kquant_kernel(w.type)
+                                                : target.float_kernel(w.type);
+  // A layout packed for another target (ForceCpuTarget after loading) runs
+  // on the portable target's kernel: same bits, slower.
+  if (kernel == nullptr && packed) kernel = kTargets[std::size(kTargets) - 1].packed_kernel(w.layout);
   if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
   MatMulJob job{&w, n_rows, x, {}, {}, y};
   auto* base = static_cast<uint8_t*>(scratch);
@@ -174,6 +177,43 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   pool.Run(n_tasks, [&](int64_t t, int) {
     kernel(job, t * chunk, std::min(w.n_out, (t + 1) * chunk));
   });
+}
+
+WeightLayout PackedLayoutOf(DType type) {
+  switch (type) {
+    case DType::kQ8_0: return WeightLayout::kQ8_0x16;
+    case DType::kQ4_K: return WeightLayout::kQ4_Kx16;
+    case DType::kQ6_K: return WeightLayout::kQ6_Kx16;
+    default: return WeightLayout::kRows;
+  }
+}
+
+bool CanPack(const WeightMatrix& w) {
+  const WeightLayout layout = PackedLayoutOf(w.type);
+  if (w.layout != WeightLayout::kRows || layout == WeightLayout::kRows) return false;
+  return kTargets[TargetIndex().load()].packed_kernel(layout) != nullptr;
+}
+
+size_t PackedBytes(const WeightMatrix& w) {
+  const WeightLayout layout = PackedLayoutOf(w.type);
+  return layout == WeightLayout::kQ8_0x16 ? PackedQ8_0Bytes(w) : PackedKQuantBytes(w, layout);
+}
+
+WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
+  const WeightLayout layout = PackedLayoutOf(w.type);
+  if (w.layout != WeightLayout::kRows || layout == WeightLayout::kRows) {
+    Fail("PackWeights: no packed layout for ", NameOf(w.type), " [", w.n_in, ", ", w.n_out, "]");
+  }
+  auto* out = static_cast<uint8_t*>(dst);
+  if (layout == WeightLayout::kQ8_0x16) {
+    PackQ8_0(w, out);
+  } else {
+    PackKQuant(w, layout, out);
+  }
+  WeightMatrix packed = w;
+  packed.data = dst;
+  packed.layout = layout;
+  return packed;
 }
 
 const char* ActiveCpuTarget() { return kTargets[TargetIndex().load()].name; }

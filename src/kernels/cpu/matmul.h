@@ -30,6 +30,10 @@ enum class WeightLayout : uint8_t {
   // one VNNI instruction does 64 multiply-adds for one activation row, and the
   // loaded chunk serves every row of the batch (see matmul_packed.cc).
   kQ8_0x16,
+  // Q4_K / Q6_K repacked the same way, per 256-element super-block (layouts
+  // in matmul_packed_kquant.cc). Used where the CPU has a kernel for them.
+  kQ4_Kx16,
+  kQ6_Kx16,
 };
 
 // A linear layer's weight: n_out output columns (GGUF ne[1]) of n_in inputs
@@ -43,14 +47,18 @@ struct WeightMatrix {
   WeightLayout layout = WeightLayout::kRows;
 };
 
-// Whether PackWeights has a faster layout for w (today: Q8_0).
+// The packed layout for a weight type (kRows: none).
+WeightLayout PackedLayoutOf(DType type);
+// Whether w is in GGUF's layout and PackWeights has a faster one for it on
+// the active CPU target (Q8_0 everywhere; Q4_K, Q6_K with AVX-512 VNNI).
 bool CanPack(const WeightMatrix& w);
 // Bytes of w's packed copy (the last group of 16 columns is zero-padded).
 size_t PackedBytes(const WeightMatrix& w);
-// Rearranges w (kRows) into its packed layout at dst (PackedBytes(w) bytes,
-// 64-byte aligned) and returns the matrix that reads dst. The integer sums
-// are the same as for w, so results differ from w's only by float rounding
-// order; for the packed layout every target gives the same bits.
+// Rearranges w (kRows, PackedLayoutOf(w.type) != kRows) into its packed
+// layout at dst (PackedBytes(w) bytes, 64-byte aligned) and returns the
+// matrix that reads dst. The integer sums are the same as for w, so results
+// differ from w's only by float rounding order; for a packed layout every
+// target gives the same bits.
 WeightMatrix PackWeights(const WeightMatrix& w, void* dst);
 
 // Scratch bytes MatMul needs for n_rows activation rows of this weight (e.g.

@@ -60,6 +60,12 @@ void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, 
 
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
 
+// Packing, per layout (matmul_packed.cc, matmul_packed_kquant.cc).
+size_t PackedQ8_0Bytes(const WeightMatrix& w);
+void PackQ8_0(const WeightMatrix& w, uint8_t* out);
+size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout);
+void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
+
 // Each kernel file defines, per compiled target namespace, a function returning
 // its kernel for a weight type (nullptr for types it does not handle).
 #define KAKEYA_DECLARE_KERNELS(NS)              \

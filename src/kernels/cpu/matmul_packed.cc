@@ -31,7 +31,6 @@
 #include <immintrin.h>
 #endif
 
-#include "base/error.h"
 #include "kernels/cpu/blocks.h"
 #include "kernels/cpu/dequant.h"
 
@@ -234,8 +233,10 @@ void PackedQ8X86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 #define KAKEYA_PACKED_KERNEL PackedQ8Portable
 #endif
 
+MatMulKernel PackedKQuantKernel(WeightLayout layout);  // matmul_packed_kquant.cc
+
 MatMulKernel PackedKernel(WeightLayout layout) {
-  return layout == WeightLayout::kQ8_0x16 ? &KAKEYA_PACKED_KERNEL : nullptr;
+  return layout == WeightLayout::kQ8_0x16 ? &KAKEYA_PACKED_KERNEL : PackedKQuantKernel(layout);
 }
 #undef KAKEYA_PACKED_KERNEL
 
@@ -246,23 +247,17 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace kakeya {
 
-bool CanPack(const WeightMatrix& w) {
-  return w.layout == WeightLayout::kRows && w.type == DType::kQ8_0 && w.n_in % kQK == 0;
-}
-
-size_t PackedBytes(const WeightMatrix& w) {
+size_t PackedQ8_0Bytes(const WeightMatrix& w) {
   const int64_t groups = (w.n_out + kGroupCols - 1) / kGroupCols;
   return static_cast<size_t>(groups * (w.n_in / kQK) * kPackedBlockBytes);
 }
 
-WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
-  if (!CanPack(w)) Fail("PackWeights: no packed layout for ", NameOf(w.type), " [", w.n_in, ", ", w.n_out, "]");
+void PackQ8_0(const WeightMatrix& w, uint8_t* out) {
   const int64_t nb = w.n_in / kQK;
   const auto* src = static_cast<const uint8_t*>(w.data);
-  auto* out = static_cast<uint8_t*>(dst);
   if (w.n_out % kGroupCols != 0) {  // padding columns of the last group: scale 0
     const int64_t last = w.n_out / kGroupCols * nb * kPackedBlockBytes;
-    std::memset(out + last, 0, PackedBytes(w) - static_cast<size_t>(last));
+    std::memset(out + last, 0, PackedQ8_0Bytes(w) - static_cast<size_t>(last));
   }
   for (int64_t o = 0; o < w.n_out; ++o) {
     const auto* row = reinterpret_cast<const BlockQ8_0*>(src + o * w.row_bytes);
@@ -279,10 +274,6 @@ WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
       }
     }
   }
-  WeightMatrix packed = w;
-  packed.data = dst;
-  packed.layout = WeightLayout::kQ8_0x16;
-  return packed;
 }
 
 }  // namespace kakeya

@@ -1,6 +1,8 @@
 #include "kernels/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/dequant.h"
@@ -54,16 +56,24 @@ void AddInPlace(float* x, const float* y, int n) {
 
 namespace {
 
-// q . k with 16 partial sums added in a fixed order: the compiler vectorizes
-// it for any SIMD width (a plain running sum cannot be reordered), and the
-// bits are the same on every CPU.
-float Dot(const float* q, const float* k, int n) {
-  constexpr int kLanes = 16;
-  float part[kLanes] = {};
+// 16 floats as one value: GCC/Clang vector extensions, lowered to whatever
+// width the function is compiled for (one zmm, two ymm, four xmm) with the
+// same element-wise arithmetic, so the sums below keep one order everywhere.
+typedef float Float16x __attribute__((vector_size(64)));
+constexpr int kLanes = 16;
+
+inline __attribute__((always_inline)) Float16x Load16(const float* p) {
+  Float16x v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// q . k with 16 partial sums (lane l sums elements l, l + 16, ...) added in a
+// fixed tree at the end.
+inline __attribute__((always_inline)) float Dot(const float* q, const float* k, int n) {
+  Float16x part = {};
   int d = 0;
-  for (; d + kLanes <= n; d += kLanes) {
-    for (int l = 0; l < kLanes; ++l) part[l] += q[d + l] * k[d + l];
-  }
+  for (; d + kLanes <= n; d += kLanes) part += Load16(q + d) * Load16(k + d);
   for (int l = 0; d < n; ++d, ++l) part[l] += q[d] * k[d];
   for (int width = kLanes / 2; width > 0; width /= 2) {
     for (int l = 0; l < width; ++l) part[l] += part[l + width];
@@ -73,6 +83,13 @@ float Dot(const float* q, const float* k, int n) {
 
 }  // namespace
 
+// Compiled for AVX-512, AVX2 and the baseline and picked at load (ifunc): the
+// dot products and the weighted sum of values vectorize to the CPU's width.
+// Measured on Zen 5 (1.25B Q4_K_M, 8 rows, context 64): attention was 11% of
+// the step with the baseline (SSE2) code alone.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
                    int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
                    int first_pos, int n_keys, float* scores, float* out) {
@@ -95,13 +112,26 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
     sum += scores[j];
   }
   const float inv_sum = static_cast<float>(1.0 / sum);
+  for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
+  // 16 output elements at a time, summed over the keys in a register (the
+  // same order for every element as a plain loop over keys).
   float* oh = out + static_cast<int64_t>(head) * s.value_dim;
-  for (int d = 0; d < s.value_dim; ++d) oh[d] = 0.0f;
-  slot = first_pos % capacity;
-  for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-    const float* vj = v_cache + slot * v_stride + v_offset;
-    const float p = scores[j] * inv_sum;
-    for (int d = 0; d < s.value_dim; ++d) oh[d] += p * vj[d];
+  int d0 = 0;
+  for (; d0 + kLanes <= s.value_dim; d0 += kLanes) {
+    Float16x acc = {};
+    slot = first_pos % capacity;
+    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+      acc += scores[j] * Load16(v_cache + slot * v_stride + v_offset + d0);
+    }
+    std::memcpy(oh + d0, &acc, sizeof acc);
+  }
+  for (; d0 < s.value_dim; ++d0) {  // value_dim not a multiple of 16
+    float acc = 0;
+    slot = first_pos % capacity;
+    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+      acc += scores[j] * v_cache[slot * v_stride + v_offset + d0];
+    }
+    oh[d0] = acc;
   }
 }
 

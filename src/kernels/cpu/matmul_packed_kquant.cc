@@ -1,0 +1,377 @@
+// MatMul for Q4_K and Q6_K weights in packed layouts (WeightLayout::kQ4_Kx16,
+// kQ6_Kx16), and their packing: the K-quant counterpart of
+// matmul_packed.cc (read that file first: same idea, 16 columns interleaved so
+// one vpdpbusd does 64 multiply-adds and the weights serve every row).
+//
+// Packed Q4_K super-block of a group of 16 columns (kQ4KGroupBytes):
+//   [0, 32)       d[c]     F16
+//   [32, 64)      dmin[c]  F16
+//   [64, 192)     sc[s][c] u8, sub-block s = elements 32s .. 32s + 31
+//   [192, 320)    mn[s][c] u8
+//   [320, 2368)   32 chunks of 64 bytes, chunk 8t + j, byte 4c + k: low
+//                 nibble = q of element 64t + 4j + k, high nibble = element
+//                 64t + 32 + 4j + k (which is GGUF's qs[32t + 4j + k] as is).
+// Packed Q6_K super-block (kQ6KGroupBytes):
+//   [0, 32)       d[c]     F16
+//   [32, 288)     sc[s][c] i8, sub-block s = elements 16s .. 16s + 15
+//   [288, 2336)   32 chunks, chunk u, byte 4c + k: low nibble = low 4 bits
+//                 of q of element 4u + k, high nibble = of element 128 + 4u + k
+//   [2336, 3360)  16 chunks, chunk v, byte 4c + k: bits 2i..2i+1 = top 2 bits
+//                 of element 64i + 4v + k
+// q is as in GGUF (Q4_K 0..15, Q6_K 0..63 for the value q - 32).
+//
+// Arithmetic per (row, column) pair and super-block, exact integers as
+// llama.cpp forms them (Q8_K activations: d_x, q_x, bsums per 16):
+//   Q4_K: sumi = sum_s sc[s] * (q . x over s);  summ = sum_s mn[s] * bsum32_x(s)
+//         acc = fma(float(sumi), d * d_x, acc); acc = fma(float(summ), -dmin * d_x, acc)
+//   Q6_K: sumi = sum_s sc[s] * (q . x over s) - 32 * sum_s sc[s] * bsum16_x(s)
+//         acc = fma(float(sumi), d * d_x, acc)
+// The same on every target and tile shape (batch, thread and target invariant).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed_kquant.cc"
+#include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
+#include "base/error.h"
+#include "kernels/cpu/blocks.h"
+#include "kernels/cpu/dequant.h"
+
+#ifndef KAKEYA_MATMUL_PACKED_KQUANT_ONCE
+#define KAKEYA_MATMUL_PACKED_KQUANT_ONCE
+namespace kakeya {
+namespace packed_k {
+constexpr int kCols = 16;
+constexpr int64_t kQ4Scales = 64, kQ4Mins = 192, kQ4Quants = 320, kQ4Bytes = 2368;
+constexpr int64_t kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336, kQ6Bytes = 3360;
+constexpr int64_t GroupBytes(WeightLayout l) { return l == WeightLayout::kQ4_Kx16 ? kQ4Bytes : kQ6Bytes; }
+}  // namespace packed_k
+}  // namespace kakeya
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace kakeya {
+namespace HWY_NAMESPACE {
+using namespace packed_k;  // NOLINT
+
+// Element e (0..255) of column c of a packed super-block, as GGUF's q.
+HWY_INLINE int PackedQ4(const uint8_t* sb, int c, int e) {
+  const int t = e / 64, r = e % 64, half = r / 32, l = r % 32;
+  const uint8_t byte = sb[kQ4Quants + (8 * t + l / 4) * 64 + 4 * c + l % 4];
+  return half == 0 ? byte & 0xF : byte >> 4;
+}
+HWY_INLINE int PackedQ6(const uint8_t* sb, int c, int e) {
+  const int u = (e % 128) / 4, v = (e % 64) / 4, k = e % 4;
+  const uint8_t lo = sb[kQ6Low + u * 64 + 4 * c + k];
+  const uint8_t hi = sb[kQ6High + v * 64 + 4 * c + k];
+  return (e < 128 ? lo & 0xF : lo >> 4) | ((hi >> (2 * (e / 64))) & 3) << 4;
+}
+
+// Reference kernel, used by targets without intrinsics here (and by any
+// target for these layouts when forced to one that lacks them).
+template <WeightLayout kLayout>
+void PackedKPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t nsb = w.n_in / kQKK;
+  const ActQ8K& a = job.q8k;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  for (int64_t o = col_begin; o < col_end; o += kCols) {
+    const uint8_t* group = data + o / kCols * nsb * GroupBytes(kLayout);
+    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
+    for (int64_t r = 0; r < job.n_rows; ++r) {
+      float acc[kCols] = {};
+      for (int64_t b = 0; b < nsb; ++b) {
+        const uint8_t* sb = group + b * GroupBytes(kLayout);
+        const int64_t xb = r * nsb + b;
+        const int8_t* xq = a.qs + xb * kQKK;
+        const int16_t* bsums = a.bsums + xb * 16;
+        const float dx = a.d[xb];
+        for (int c = 0; c < kCols; ++c) {
+          uint16_t h;
+          std::memcpy(&h, sb + 2 * c, 2);
+          const float d = F16ToF32(h);
+          if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
+            int32_t sumi = 0, summ = 0;
+            for (int s = 0; s < 8; ++s) {
+              int32_t dot = 0;
+              for (int l = 0; l < 32; ++l) dot += PackedQ4(sb, c, 32 * s + l) * xq[32 * s + l];
+              sumi += sb[kQ4Scales + 16 * s + c] * dot;
+              summ += sb[kQ4Mins + 16 * s + c] * (bsums[2 * s] + bsums[2 * s + 1]);
+            }
+            std::memcpy(&h, sb + 32 + 2 * c, 2);
+            const float dmin = F16ToF32(h);
+            acc[c] = std::fma(static_cast<float>(sumi), d * dx, acc[c]);
+            acc[c] = std::fma(static_cast<float>(summ), -dmin * dx, acc[c]);
+          } else {
+            int32_t sumi = 0, sumb = 0;
+            for (int s = 0; s < 16; ++s) {
+              int32_t dot = 0;
+              for (int l = 0; l < 16; ++l) dot += PackedQ6(sb, c, 16 * s + l) * xq[16 * s + l];
+              const int sc = static_cast<int8_t>(sb[kQ6Scales + 16 * s + c]);
+              sumi += sc * dot;
+              sumb += sc * bsums[s];
+            }
+            acc[c] = std::fma(static_cast<float>(sumi - 32 * sumb), d * dx, acc[c]);
+          }
+        }
+      }
+      for (int c = 0; c < n_cols; ++c) job.y[r * w.n_out + o + c] = acc[c];
+    }
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
+// The quants of each 4-element quad are decoded once (a few shifts and
+// masks) and meet every row's broadcast activation quad in one vpdpbusd;
+// a sub-block's int32 sums are scaled with vpmulld, the min / offset terms
+// come from the activation block sums with vpdpwssd.
+#define KAKEYA_VNNI __attribute__((target("avx512vnni")))
+constexpr int kMaxTileRows = 8;
+constexpr int kPrefetchAhead = 8192;
+
+HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8_t* end) {
+  const uint8_t* p = sb + kPrefetchAhead;
+  if (p + bytes > end) return;
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+}
+
+HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Int16 lane pairs (lo[c], hi[c]) for c = 0..15, from two rows of 16 bytes.
+HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_signed) {
+  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi));
+  const __m256i ab = _mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b));
+  return is_signed ? _mm512_cvtepi8_epi16(ab) : _mm512_cvtepu8_epi16(ab);
+}
+
+template <int kR>
+HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
+                                      int64_t nsb, int64_t r0, float (*out)[kCols]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* sb = group + b * kQ4Bytes;
+    PrefetchSuperBlock(sb, kQ4Bytes, end);
+    __m512i sumi[kR], summ[kR];
+    for (int r = 0; r < kR; ++r) sumi[r] = summ[r] = _mm512_setzero_si512();
+    for (int s = 0; s < 8; ++s) {
+      __m512i isum[kR];
+      for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j) {
+        const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + (8 * (s / 2) + j) * 64);
+        const __m512i q = s % 2 == 0 ? _mm512_and_si512(raw, low4)
+                                     : _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        for (int r = 0; r < kR; ++r) {
+          const int8_t* xq = a.qs + ((r0 + r) * nsb + b) * kQKK + 32 * s + 4 * j;
+          isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq));
+        }
+      }
+      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 16 * s)));
+      for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+    }
+    for (int t = 0; t < 4; ++t) {
+      const __m512i mn = PairBytes16(sb + kQ4Mins + 32 * t, sb + kQ4Mins + 32 * t + 16, false);
+      for (int r = 0; r < kR; ++r) {
+        const int16_t* bs = a.bsums + ((r0 + r) * nsb + b) * 16 + 4 * t;
+        // (bsum32 of sub-block 2t, of 2t + 1) as one int16 pair.
+        const uint32_t pair = static_cast<uint16_t>(bs[0] + bs[1]) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(bs[2] + bs[3])) << 16;
+        summ[r] = _mm512_dpwssd_epi32(summ[r], mn, _mm512_set1_epi32(static_cast<int>(pair)));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 32)));
+    for (int r = 0; r < kR; ++r) {
+      const __m512 dx = _mm512_set1_ps(a.d[(r0 + r) * nsb + b]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r]), _mm512_mul_ps(d, dx), acc[r]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[r]), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), dx), acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+template <int kR>
+HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
+                                      int64_t nsb, int64_t r0, float (*out)[kCols]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F), two = _mm512_set1_epi8(3);
+  __m512 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* sb = group + b * kQ6Bytes;
+    PrefetchSuperBlock(sb, kQ6Bytes, end);
+    __m512i sumi[kR], sumb[kR];
+    for (int r = 0; r < kR; ++r) sumi[r] = sumb[r] = _mm512_setzero_si512();
+    for (int s = 0; s < 16; ++s) {
+      __m512i isum[kR];
+      for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
+      for (int j = 0; j < 4; ++j) {
+        const int quad = 4 * s + j, e = 4 * quad;
+        const __m512i lo_raw = _mm512_loadu_si512(sb + kQ6Low + (quad % 32) * 64);
+        const __m512i hi_raw = _mm512_loadu_si512(sb + kQ6High + (quad % 16) * 64);
+        const __m512i lo = e < 128 ? _mm512_and_si512(lo_raw, low4)
+                                   : _mm512_and_si512(_mm512_srli_epi16(lo_raw, 4), low4);
+        const int shift = 2 * (e / 64);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(hi_raw, shift), two);
+        const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+        for (int r = 0; r < kR; ++r) {
+          const int8_t* xq = a.qs + ((r0 + r) * nsb + b) * kQKK + e;
+          isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq));
+        }
+      }
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * s)));
+      for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
+    }
+    for (int t = 0; t < 8; ++t) {
+      const __m512i sc = PairBytes16(sb + kQ6Scales + 32 * t, sb + kQ6Scales + 32 * t + 16, true);
+      for (int r = 0; r < kR; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, a.bsums + ((r0 + r) * nsb + b) * 16 + 2 * t, 4);
+        sumb[r] = _mm512_dpwssd_epi32(sumb[r], sc, _mm512_set1_epi32(pair));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb)));
+    for (int r = 0; r < kR; ++r) {
+      const __m512i total = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(sumb[r], 5));
+      const __m512 dx = _mm512_set1_ps(a.d[(r0 + r) * nsb + b]);
+      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dx), acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
+}
+
+template <WeightLayout kLayout, int kR>
+HWY_INLINE void KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a, int64_t nsb,
+                      int64_t r0, float (*out)[kCols]) {
+  if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
+    Q4KTile<kR>(group, end, a, nsb, r0, out);
+  } else {
+    Q6KTile<kR>(group, end, a, nsb, r0, out);
+  }
+}
+
+template <WeightLayout kLayout>
+void PackedKVnni(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const WeightMatrix& w = *job.w;
+  const int64_t nsb = w.n_in / kQKK;
+  const int64_t group_bytes = nsb * GroupBytes(kLayout);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const uint8_t* end = data + (col_end + kCols - 1) / kCols * group_bytes;
+  for (int64_t o = col_begin; o < col_end; o += kCols) {
+    const uint8_t* group = data + o / kCols * group_bytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows;) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, job.n_rows - r0));
+      float out[kMaxTileRows][kCols];
+      switch (n) {
+        case 1: KTile<kLayout, 1>(group, end, job.q8k, nsb, r0, out); break;
+        case 2: KTile<kLayout, 2>(group, end, job.q8k, nsb, r0, out); break;
+        case 3: KTile<kLayout, 3>(group, end, job.q8k, nsb, r0, out); break;
+        case 4: KTile<kLayout, 4>(group, end, job.q8k, nsb, r0, out); break;
+        case 5: KTile<kLayout, 5>(group, end, job.q8k, nsb, r0, out); break;
+        case 6: KTile<kLayout, 6>(group, end, job.q8k, nsb, r0, out); break;
+        case 7: KTile<kLayout, 7>(group, end, job.q8k, nsb, r0, out); break;
+        default: KTile<kLayout, 8>(group, end, job.q8k, nsb, r0, out); break;
+      }
+      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
+      r0 += n;
+    }
+  }
+}
+#undef KAKEYA_VNNI
+
+MatMulKernel PackedKQuantKernel(WeightLayout layout) {
+  if (layout == WeightLayout::kQ4_Kx16) return &PackedKVnni<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ6_Kx16) return &PackedKVnni<WeightLayout::kQ6_Kx16>;
+  return nullptr;
+}
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// No kernel here yet: such CPUs keep K-quants in GGUF's layout (CanPack is
+// false for them); a packed matrix forced onto them runs the portable target's.
+MatMulKernel PackedKQuantKernel(WeightLayout) { return nullptr; }
+#else
+MatMulKernel PackedKQuantKernel(WeightLayout layout) {
+  if (layout == WeightLayout::kQ4_Kx16) return &PackedKPortable<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ6_Kx16) return &PackedKPortable<WeightLayout::kQ6_Kx16>;
+  return nullptr;
+}
+#endif
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kakeya
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kakeya {
+using namespace packed_k;  // NOLINT
+
+size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout) {
+  const int64_t groups = (w.n_out + kCols - 1) / kCols;
+  return static_cast<size_t>(groups * (w.n_in / kQKK) * GroupBytes(layout));
+}
+
+void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
+  const int64_t nsb = w.n_in / kQKK;
+  const int64_t group_bytes = nsb * GroupBytes(layout);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  if (w.n_out % kCols != 0) {  // padding columns of the last group: scales 0
+    const int64_t last = w.n_out / kCols * group_bytes;
+    std::memset(out + last, 0, PackedKQuantBytes(w, layout) - static_cast<size_t>(last));
+  }
+  for (int64_t o = 0; o < w.n_out; ++o) {
+    const uint8_t* row = src + o * w.row_bytes;
+    const int c = static_cast<int>(o % kCols);
+    uint8_t* group = out + o / kCols * group_bytes;
+    for (int64_t b = 0; b < nsb; ++b) {
+      uint8_t* sb = group + b * GroupBytes(layout);
+      if (layout == WeightLayout::kQ4_Kx16) {
+        const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
+        std::memcpy(sb + 2 * c, &blk.d, 2);
+        std::memcpy(sb + 32 + 2 * c, &blk.dmin, 2);
+        for (int s = 0; s < 8; ++s) ScaleMinK4(s, blk.scales, &sb[kQ4Scales + 16 * s + c], &sb[kQ4Mins + 16 * s + c]);
+        for (int t = 0; t < 4; ++t) {
+          for (int j = 0; j < 8; ++j) std::memcpy(sb + kQ4Quants + (8 * t + j) * 64 + 4 * c, blk.qs + 32 * t + 4 * j, 4);
+        }
+      } else {
+        const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
+        std::memcpy(sb + 2 * c, &blk.d, 2);
+        for (int s = 0; s < 16; ++s) sb[kQ6Scales + 16 * s + c] = static_cast<uint8_t>(blk.scales[s]);
+        uint8_t q[kQKK];  // GGUF's element order, 0..63
+        for (int e = 0; e < kQKK; ++e) {
+          const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+          const uint8_t lo = blk.ql[64 * h + 32 * (k & 1) + l];
+          q[e] = static_cast<uint8_t>(((k < 2) ? (lo & 0xF) : (lo >> 4)) | ((blk.qh[32 * h + l] >> (2 * k)) & 3) << 4);
+        }
+        for (int u = 0; u < 32; ++u) {
+          for (int k = 0; k < 4; ++k) {
+            sb[kQ6Low + u * 64 + 4 * c + k] = static_cast<uint8_t>((q[4 * u + k] & 0xF) | (q[128 + 4 * u + k] & 0xF) << 4);
+          }
+        }
+        for (int v = 0; v < 16; ++v) {
+          for (int k = 0; k < 4; ++k) {
+            uint8_t bits = 0;
+            for (int i = 0; i < 4; ++i) bits |= static_cast<uint8_t>((q[64 * i + 4 * v + k] >> 4) << (2 * i));
+            sb[kQ6High + v * 64 + 4 * c + k] = bits;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kakeya
+#endif
