@@ -124,7 +124,12 @@ def signature_prompts(docs, n=5):
 
 
 def degenerate(text):
-    """Runaway repetition: a non-trivial line repeated 4+ times in a row, or few distinct word 4-grams."""
+    """Runaway repetition: a non-trivial line repeated 4+ times in a row, a character repeated
+    24+ times in a row (other than the runs of ' ', '=', '-', '#', '*' that code uses for layout),
+    or few distinct word 4-grams."""
+    import re
+    if re.search(r"([^ =#*\-])\1{23,}", text):
+        return True
     lines = [l.strip() for l in text.splitlines() if len(l.strip()) > 3]
     run = longest = 1
     for a, b in zip(lines, lines[1:]):

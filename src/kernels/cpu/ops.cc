@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 #include <limits>
 
 #include "kernels/cpu/dequant.h"
@@ -135,20 +136,33 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
   }
 }
 
+namespace {
+
+// GELU (tanh form) as ggml's CPU backend computes it: the input rounded to
+// F16, the result rounded to F16. It is a function of the input's 16 F16 bits,
+// so it is tabulated once (as ggml does), which replaces a tanh per element:
+// on the shipped 12M model that tanh was 3x the time of all the matmuls.
+const float* GeluTable() {
+  static const std::vector<float> table = [] {
+    constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+    constexpr float kCoef = 0.044715f;
+    std::vector<float> t(1 << 16);
+    for (uint32_t bits = 0; bits < t.size(); ++bits) {
+      const float h = F16ToF32(static_cast<uint16_t>(bits));
+      t[bits] = F16ToF32(F32ToF16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)))));
+    }
+    return t;
+  }();
+  return table.data();
+}
+
+}  // namespace
+
 void GeluMul(const float* gate, const float* up, int n, float* out) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-  constexpr float kCoef = 0.044715f;
+  const float* table = GeluTable();
   for (int i = 0; i < n; ++i) {
     const float x = gate[i];
-    float g;
-    if (x <= -10.0f) {
-      g = 0.0f;
-    } else if (x >= 10.0f) {
-      g = x;
-    } else {
-      const float h = F16ToF32(F32ToF16(x));
-      g = F16ToF32(F32ToF16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)))));
-    }
+    const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[F32ToF16(x)];
     out[i] = g * up[i];
   }
 }
