@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/matmul.h"
 
@@ -100,6 +102,44 @@ void ForEachTile(const MatMulJob& job, int64_t col_begin, int64_t col_end, const
         for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
       }
       r0 += n_rows;
+    }
+  }
+}
+
+// Calls f(std::integral_constant<int, n>()) for a runtime 1 <= n <= kMax, so
+// a tile kernel templated on its row count is chosen without a switch.
+template <int kMax, class F>
+void WithRowCount(int n, const F& f) {
+  if constexpr (kMax > 1) {
+    if (n < kMax) return WithRowCount<kMax - 1>(n, f);
+  }
+  f(std::integral_constant<int, kMax>());
+}
+
+// The driver of every packed layout (16 columns per group, each group
+// group_bytes long): walks the groups of [col_begin, col_end) and the rows in
+// tiles of up to kMaxRows, calling
+//   tile(group, end, r0, n_rows, out)
+// where `end` is the end of the thread's range (prefetching stops there) and
+// the tile writes out[r][c] = y of row r0 + r, column (group's first) + c.
+inline constexpr int kPackedGroupCols = 16;  // columns per group of a packed layout
+
+template <int kMaxRows, class Tile>
+void ForEachPackedTile(const MatMulJob& job, int64_t col_begin, int64_t col_end,
+                       int64_t group_bytes, const Tile& tile) {
+  constexpr int kGroup = kPackedGroupCols;
+  const WeightMatrix& w = *job.w;
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const uint8_t* end = data + (col_end + kGroup - 1) / kGroup * group_bytes;
+  for (int64_t o = col_begin; o < col_end; o += kGroup) {
+    const uint8_t* group = data + o / kGroup * group_bytes;
+    const int n_cols = static_cast<int>(std::min<int64_t>(kGroup, col_end - o));
+    for (int64_t r0 = 0; r0 < job.n_rows;) {
+      const int n = static_cast<int>(std::min<int64_t>(kMaxRows, job.n_rows - r0));
+      float out[kMaxRows][kGroup];
+      tile(group, end, r0, n, out);
+      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
+      r0 += n;
     }
   }
 }

@@ -37,7 +37,7 @@
 #ifndef KAKEYA_MATMUL_PACKED_ONCE
 #define KAKEYA_MATMUL_PACKED_ONCE
 namespace kakeya {
-constexpr int kGroupCols = 16;                                   // columns per group
+constexpr int kGroupCols = kPackedGroupCols;
 constexpr int kQuads = kQK / 4;                                  // 64-byte chunks per block
 constexpr int64_t kPackedBlockBytes = kGroupCols * (2 + kQK);    // scales + quants: 544
 }  // namespace kakeya
@@ -132,31 +132,14 @@ HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t
 }
 
 void PackedQ8X86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
-  const WeightMatrix& w = *job.w;
-  const int64_t nb = w.n_in / kQK;
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  const uint8_t* end = data + (col_end + kGroupCols - 1) / kGroupCols * nb * kPackedBlockBytes;
-  for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
-    const uint8_t* group = data + o / kGroupCols * nb * kPackedBlockBytes;
-    const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows;) {
-      const int64_t left = job.n_rows - r0;
-      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, left));
-      float out[kMaxTileRows][kGroupCols];
-      switch (n) {
-        case 1: PackedTileVnni<1>(group, end, job.q8, nb, r0, out); break;
-        case 2: PackedTileVnni<2>(group, end, job.q8, nb, r0, out); break;
-        case 3: PackedTileVnni<3>(group, end, job.q8, nb, r0, out); break;
-        case 4: PackedTileVnni<4>(group, end, job.q8, nb, r0, out); break;
-        case 5: PackedTileVnni<5>(group, end, job.q8, nb, r0, out); break;
-        case 6: PackedTileVnni<6>(group, end, job.q8, nb, r0, out); break;
-        case 7: PackedTileVnni<7>(group, end, job.q8, nb, r0, out); break;
-        default: PackedTileVnni<8>(group, end, job.q8, nb, r0, out); break;
-      }
-      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
-      r0 += n;
-    }
-  }
+  const int64_t nb = job.w->n_in / kQK;
+  ForEachPackedTile<kMaxTileRows>(
+      job, col_begin, col_end, nb * kPackedBlockBytes,
+      [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
+        WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
+          PackedTileVnni<decltype(rows)::value>(group, end, job.q8, nb, r0, out);
+        });
+      });
 }
 #undef KAKEYA_VNNI
 #define KAKEYA_PACKED_KERNEL PackedQ8X86
@@ -204,28 +187,16 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
 }
 
 void PackedQ8X86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
-  const WeightMatrix& w = *job.w;
-  const int64_t nb = w.n_in / kQK;
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  const uint8_t* end = data + (col_end + kGroupCols - 1) / kGroupCols * nb * kPackedBlockBytes;
-  for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
-    const uint8_t* group = data + o / kGroupCols * nb * kPackedBlockBytes;
-    const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows;) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, job.n_rows - r0));
-      float out[kMaxTileRows][kGroupCols];
-      for (int half = 0; half < 2; ++half) {
-        switch (n) {
-          case 1: PackedTileAvx2<1>(group, end, half, job.q8, nb, r0, out); break;
-          case 2: PackedTileAvx2<2>(group, end, half, job.q8, nb, r0, out); break;
-          case 3: PackedTileAvx2<3>(group, end, half, job.q8, nb, r0, out); break;
-          default: PackedTileAvx2<4>(group, end, half, job.q8, nb, r0, out); break;
-        }
-      }
-      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
-      r0 += n;
-    }
-  }
+  const int64_t nb = job.w->n_in / kQK;
+  ForEachPackedTile<kMaxTileRows>(
+      job, col_begin, col_end, nb * kPackedBlockBytes,
+      [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
+        WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
+          for (int half = 0; half < 2; ++half) {
+            PackedTileAvx2<decltype(rows)::value>(group, end, half, job.q8, nb, r0, out);
+          }
+        });
+      });
 }
 #define KAKEYA_PACKED_KERNEL PackedQ8X86
 

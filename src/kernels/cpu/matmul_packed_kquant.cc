@@ -49,7 +49,7 @@
 #define KAKEYA_MATMUL_PACKED_KQUANT_ONCE
 namespace kakeya {
 namespace packed_k {
-constexpr int kCols = 16;
+constexpr int kCols = kPackedGroupCols;
 constexpr int64_t kQ4Scales = 64, kQ4Mins = 192, kQ4Quants = 320, kQ4Bytes = 2368;
 constexpr int64_t kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336, kQ6Bytes = 3360;
 constexpr int64_t GroupBytes(WeightLayout l) { return l == WeightLayout::kQ4_Kx16 ? kQ4Bytes : kQ6Bytes; }
@@ -266,31 +266,14 @@ HWY_INLINE void KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
 
 template <WeightLayout kLayout>
 void PackedKVnni(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
-  const WeightMatrix& w = *job.w;
-  const int64_t nsb = w.n_in / kQKK;
-  const int64_t group_bytes = nsb * GroupBytes(kLayout);
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  const uint8_t* end = data + (col_end + kCols - 1) / kCols * group_bytes;
-  for (int64_t o = col_begin; o < col_end; o += kCols) {
-    const uint8_t* group = data + o / kCols * group_bytes;
-    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows;) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxTileRows, job.n_rows - r0));
-      float out[kMaxTileRows][kCols];
-      switch (n) {
-        case 1: KTile<kLayout, 1>(group, end, job.q8k, nsb, r0, out); break;
-        case 2: KTile<kLayout, 2>(group, end, job.q8k, nsb, r0, out); break;
-        case 3: KTile<kLayout, 3>(group, end, job.q8k, nsb, r0, out); break;
-        case 4: KTile<kLayout, 4>(group, end, job.q8k, nsb, r0, out); break;
-        case 5: KTile<kLayout, 5>(group, end, job.q8k, nsb, r0, out); break;
-        case 6: KTile<kLayout, 6>(group, end, job.q8k, nsb, r0, out); break;
-        case 7: KTile<kLayout, 7>(group, end, job.q8k, nsb, r0, out); break;
-        default: KTile<kLayout, 8>(group, end, job.q8k, nsb, r0, out); break;
-      }
-      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
-      r0 += n;
-    }
-  }
+  const int64_t nsb = job.w->n_in / kQKK;
+  ForEachPackedTile<kMaxTileRows>(
+      job, col_begin, col_end, nsb * GroupBytes(kLayout),
+      [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kCols]) HWY_ATTR {
+        WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
+          KTile<kLayout, decltype(rows)::value>(group, end, job.q8k, nsb, r0, out);
+        });
+      });
 }
 #undef KAKEYA_VNNI
 
