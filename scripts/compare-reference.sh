@@ -12,14 +12,19 @@
 # build llama-bench on 2 cores.
 #
 # Each round runs, per model, llama-bench (-p 1,4,8,16,128 -n 64), then
-# `kakeya bench verify` (1, 4, 8, 16, 128 rows from an empty cache) and
-# `kakeya run` (64 tokens), alternating, so slow phases of a shared machine hit
-# both engines alike. The table gives medians over rounds:
+# `kakeya bench verify` (1, 4, 8, 16 rows from an empty cache; then 128 rows
+# with --prefill) and `kakeya run` (64 tokens), alternating, so slow phases of
+# a shared machine hit both engines alike. The table gives medians over rounds:
 #   decode tok/s   kakeya run -n 64 vs llama-bench tg64
 #   cost(L)/cost(1) one forward over L rows / one decode step:
-#                  kakeya: bench verify ms(L) / ms(1)
-#                  llama.cpp: (L / pp_L tok/s) / (1 / tg64 tok/s)
-#   prefill tok/s  128 rows in one forward: kakeya bench verify vs llama-bench pp128
+#                  kakeya: bench verify ms(L) / ms(1), logits for all L rows
+#                  (what a verify step needs)
+#                  llama.cpp: (L / pp_L tok/s) / (1 / tg64 tok/s); its pp runs
+#                  compute the last row's logits only, so its L-row cost leaves
+#                  out L-1 rows of the output head (a quarter of the 1.25B's
+#                  matmul work per row)
+#   prefill tok/s  128 rows in one forward, last row's logits only (as both
+#                  engines prefill): kakeya bench verify --prefill vs pp128
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
@@ -32,7 +37,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -73,8 +78,10 @@ for r in $(seq 1 "$rounds"); do
     m=$scratch/models/bench-1b-$t.gguf
     echo "round $r/$rounds: $t" >&2
     "$llama_bench" -m "$m" -p 1,4,8,16,128 -n 64 -t "$threads" -r 3 -o json > "$out/ref-$t-$r.json" 2>/dev/null
-    "$kakeya" bench verify -m "$m" --rows 1,4,8,16,128 --context 0 --reps 5 -t "$threads" --json \
+    "$kakeya" bench verify -m "$m" --rows 1,4,8,16 --context 0 --reps 5 -t "$threads" --json \
       > "$out/verify-$t-$r.json" 2>/dev/null
+    "$kakeya" bench verify -m "$m" --rows 128 --prefill --context 0 --reps 3 -t "$threads" --json \
+      > "$out/prefill-$t-$r.json" 2>/dev/null
     "$kakeya" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none -t "$threads" --json \
       > "$out/run-$t-$r.json" 2>/dev/null
   done
@@ -100,8 +107,9 @@ for t in types:
             else:
                 ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
         k_dec.append(json.load(open(f"{out}/run-{t}-{r}.json"))["timings"]["decode_tok_s"])
-        for row in json.load(open(f"{out}/verify-{t}-{r}.json"))["rows"]:
-            k_ms.setdefault(row["n"], []).append(row["ms"])
+        for name in ("verify", "prefill"):
+            for row in json.load(open(f"{out}/{name}-{t}-{r}.json"))["rows"]:
+                k_ms.setdefault(row["n"], []).append(row["ms"])
     tg = med(ref_tg)
     ref_cost = {n: (n / med(ref_pp[n])) * tg for n in (4, 8, 16)}
     k_cost = {n: med(k_ms[n]) / med(k_ms[1]) for n in (4, 8, 16)}

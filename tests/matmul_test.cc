@@ -135,6 +135,8 @@ TEST_F(MatMulTest, BatchInvariantAccurateOnEveryTarget) {
   const std::vector<std::string> targets = SupportedCpuTargets();
   ASSERT_FALSE(targets.empty());
   const std::string initial = ActiveCpuTarget();
+  // {129, 1}: 17 rows of 129 blocks span two cache blocks of rows (RowBlock) for float
+  // and K-quant weights.
   const Shape shapes[] = {{1, 1}, {3, 3}, {67, 2}, {129, 1}};
   for (DType type : kTypes) {
    for (bool pack : {false, true}) {

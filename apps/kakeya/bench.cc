@@ -26,6 +26,7 @@ struct BenchFlags {
   int threads = 0;
   int reps = 10;
   int context = 64;
+  bool prefill = false;  // logits for the last row only
   bool json = false;
 };
 
@@ -91,7 +92,7 @@ int BenchVerify(const BenchFlags& f) {
   for (int rep = 0; rep <= f.reps; ++rep) {
     for (size_t k = 0; k < f.rows.size(); ++k) {
       const auto t0 = std::chrono::steady_clock::now();
-      ctx.Forward(std::span<const TokenId>(tokens).first(f.rows[k]), true);
+      ctx.Forward(std::span<const TokenId>(tokens).first(f.rows[k]), /*all_logits=*/!f.prefill);
       const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ctx.Trim(f.rows[k]);
       if (rep > 0) ms[k].push_back(t);
@@ -106,6 +107,7 @@ int BenchVerify(const BenchFlags& f) {
   out["model"] = f.model;
   out["weight_gb"] = weight_gb;
   out["context"] = f.context;
+  out["prefill"] = f.prefill;
   out["roofline_gbps"] = roofline_gbps;
   out["rows"] = nlohmann::json::array();
   double ms_one = 0;
@@ -127,7 +129,8 @@ int BenchVerify(const BenchFlags& f) {
   }
   std::printf("cpu: %s | target %s | %d threads\n", out["cpu"].get<std::string>().c_str(),
               ActiveCpuTarget(), copts.n_threads);
-  std::printf("model: %s (%.2f GB of weights read per step) | context %d\n", f.model.c_str(), weight_gb, f.context);
+  std::printf("model: %s (%.2f GB of weights read per step) | context %d | logits for %s\n", f.model.c_str(),
+              weight_gb, f.context, f.prefill ? "the last row (prefill)" : "every row (verify)");
   std::printf("memory roofline (streaming read): %.1f GB/s\n", roofline_gbps);
   std::printf("%6s %10s %8s %10s %9s %10s\n", "rows", "ms", "ratio", "tok/s", "GB/s", "roofline");
   for (const auto& r : out["rows"]) {
@@ -151,6 +154,9 @@ Runner AddBenchCommand(CLI::App& app) {
   verify->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   verify->add_option("--reps", f->reps, "Timed repetitions per row count, after one warm-up")->capture_default_str();
   verify->add_option("--context", f->context, "Tokens already in the cache when the rows run")->capture_default_str();
+  verify->add_flag("--prefill", f->prefill,
+                   "Logits for the last row only, as a prompt prefill (and llama-bench's pp test) computes them; "
+                   "default: every row's, as a verify step needs");
   verify->add_flag("--json", f->json, "Print one JSON object");
   Runner spec_runner;
   CLI::App* spec = AddBenchSpecCommand(app, &spec_runner);

@@ -27,7 +27,7 @@ using VF = hn::Vec<DF>;
 
 // Accumulators for kRows x kCols pairs plus kCols weight vectors fit the
 // register file: 32 registers with AVX-512, 16 otherwise.
-constexpr int kRows = 4;
+constexpr int kRows = HWY_MAX_BYTES >= 64 ? 6 : 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
@@ -102,13 +102,7 @@ void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
         const T* next = r0 == 0 && w[0] + kCols * n_in <= last ? w[0] + kCols * n_in : nullptr;
         const float* x[kRows];
         for (int r = 0; r < n_rows; ++r) x[r] = job.x + (r0 + r) * n_in;
-        switch (n_rows) {
-          case 1: return FloatTile<T, 1>(w, next, x, n_in, out);
-          case 2: return FloatTile<T, 2>(w, next, x, n_in, out);
-          case 3: return FloatTile<T, 3>(w, next, x, n_in, out);
-          case 4: return FloatTile<T, 4>(w, next, x, n_in, out);
-          default: return FloatTile<T, kRows>(w, next, x, n_in, out);
-        }
+        WithRowCount<kRows>(n_rows, [&](auto rows) HWY_ATTR { FloatTile<T, rows()>(w, next, x, n_in, out); });
       });
 }
 

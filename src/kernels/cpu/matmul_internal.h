@@ -78,8 +78,19 @@ void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
   MatMulKernel PackedKernel(WeightLayout layout); \
   }
 
-// Walks the columns [col_begin, col_end) in tiles of kCols and the rows in
-// tiles of kMaxRows (then 4, then 1..3 for the remainder), calling
+// Rows per cache block for activation rows of `row_bytes` bytes: with many
+// rows (prefill) a kernel sweeps one block of rows over all its columns before
+// the next block, so that block's activations stay in L2 instead of being
+// streamed again from L3 for every column tile; the range's weights are read
+// once per block instead. Verify batches (<= 16 rows) are a single block.
+inline int64_t RowBlock(int64_t row_bytes) {
+  constexpr int64_t kBudget = 256 * 1024;
+  return std::max<int64_t>(16, kBudget / std::max<int64_t>(1, row_bytes));
+}
+
+// Walks the rows in cache blocks (RowBlock), and in a block the columns
+// [col_begin, col_end) in tiles of kCols and the rows in tiles of kMaxRows
+// (then 4, then 1..3 for the remainder), calling
 //   tile(w_rows, r0, n_rows, out)
 // where w_rows[c] points at weight row (column) o + c, padded by repeating the
 // last column of the range (computed, not stored), and the tile writes
@@ -89,19 +100,23 @@ template <int kCols, int kMaxRows, class Tile>
 void ForEachTile(const MatMulJob& job, int64_t col_begin, int64_t col_end, const Tile& tile) {
   const WeightMatrix& w = *job.w;
   const auto* data = static_cast<const uint8_t*>(w.data);
-  for (int64_t o = col_begin; o < col_end; o += kCols) {
-    const uint8_t* w_rows[kCols];
-    for (int c = 0; c < kCols; ++c) w_rows[c] = data + std::min(o + c, col_end - 1) * w.row_bytes;
-    const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows;) {
-      const int64_t left = job.n_rows - r0;
-      const int n_rows = static_cast<int>(left >= kMaxRows ? kMaxRows : left >= 4 ? 4 : left);
-      float out[kMaxRows][kCols];
-      tile(w_rows, r0, n_rows, out);
-      for (int r = 0; r < n_rows; ++r) {
-        for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
+  const int64_t block = RowBlock(w.n_in * static_cast<int64_t>(sizeof(float)));
+  for (int64_t b0 = 0; b0 < job.n_rows; b0 += block) {
+    const int64_t b1 = std::min(job.n_rows, b0 + block);
+    for (int64_t o = col_begin; o < col_end; o += kCols) {
+      const uint8_t* w_rows[kCols];
+      for (int c = 0; c < kCols; ++c) w_rows[c] = data + std::min(o + c, col_end - 1) * w.row_bytes;
+      const int n_cols = static_cast<int>(std::min<int64_t>(kCols, col_end - o));
+      for (int64_t r0 = b0; r0 < b1;) {
+        const int64_t left = b1 - r0;
+        const int n_rows = static_cast<int>(left >= kMaxRows ? kMaxRows : left >= 4 ? 4 : left);
+        float out[kMaxRows][kCols];
+        tile(w_rows, r0, n_rows, out);
+        for (int r = 0; r < n_rows; ++r) {
+          for (int c = 0; c < n_cols; ++c) job.y[(r0 + r) * w.n_out + o + c] = out[r][c];
+        }
+        r0 += n_rows;
       }
-      r0 += n_rows;
     }
   }
 }
@@ -117,8 +132,9 @@ void WithRowCount(int n, const F& f) {
 }
 
 // The driver of every packed layout (16 columns per group, each group
-// group_bytes long): walks the groups of [col_begin, col_end) and the rows in
-// tiles of up to kMaxRows, calling
+// group_bytes long): walks the rows in cache blocks (RowBlock), and in a block
+// the groups of [col_begin, col_end) and the rows in tiles of up to kMaxRows,
+// calling
 //   tile(group, end, r0, n_rows, out)
 // where `end` is the end of the thread's range (prefetching stops there) and
 // the tile writes out[r][c] = y of row r0 + r, column (group's first) + c.
@@ -131,15 +147,19 @@ void ForEachPackedTile(const MatMulJob& job, int64_t col_begin, int64_t col_end,
   const WeightMatrix& w = *job.w;
   const auto* data = static_cast<const uint8_t*>(w.data);
   const uint8_t* end = data + (col_end + kGroup - 1) / kGroup * group_bytes;
-  for (int64_t o = col_begin; o < col_end; o += kGroup) {
-    const uint8_t* group = data + o / kGroup * group_bytes;
-    const int n_cols = static_cast<int>(std::min<int64_t>(kGroup, col_end - o));
-    for (int64_t r0 = 0; r0 < job.n_rows;) {
-      const int n = static_cast<int>(std::min<int64_t>(kMaxRows, job.n_rows - r0));
-      float out[kMaxRows][kGroup];
-      tile(group, end, r0, n, out);
-      for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
-      r0 += n;
+  const int64_t block = RowBlock(w.n_in);  // int8 activations
+  for (int64_t b0 = 0; b0 < job.n_rows; b0 += block) {
+    const int64_t b1 = std::min(job.n_rows, b0 + block);
+    for (int64_t o = col_begin; o < col_end; o += kGroup) {
+      const uint8_t* group = data + o / kGroup * group_bytes;
+      const int n_cols = static_cast<int>(std::min<int64_t>(kGroup, col_end - o));
+      for (int64_t r0 = b0; r0 < b1;) {
+        const int n = static_cast<int>(std::min<int64_t>(kMaxRows, b1 - r0));
+        float out[kMaxRows][kGroup];
+        tile(group, end, r0, n, out);
+        for (int r = 0; r < n; ++r) std::memcpy(&job.y[(r0 + r) * w.n_out + o], out[r], n_cols * sizeof(float));
+        r0 += n;
+      }
     }
   }
 }

@@ -168,18 +168,24 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
     const uint8_t* sb = group + b * kQ4Bytes;
     PrefetchSuperBlock(sb, kQ4Bytes, end);
     __m512i sumi[kR], summ[kR];
-    for (int r = 0; r < kR; ++r) sumi[r] = summ[r] = _mm512_setzero_si512();
+    const int8_t* xq[kR];
+    for (int r = 0; r < kR; ++r) {
+      sumi[r] = summ[r] = _mm512_setzero_si512();
+      xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
+    }
+    // Unrolled so that the quad offsets are immediates (the broadcast folds
+    // into vpdpbusd's memory operand) and the accumulators stay in place:
+    // rolled, GCC spent ~2 register moves per vpdpbusd.
+#pragma GCC unroll 2
     for (int s = 0; s < 8; ++s) {
       __m512i isum[kR];
       for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + (8 * (s / 2) + j) * 64);
         const __m512i q = s % 2 == 0 ? _mm512_and_si512(raw, low4)
                                      : _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-        for (int r = 0; r < kR; ++r) {
-          const int8_t* xq = a.qs + ((r0 + r) * nsb + b) * kQKK + 32 * s + 4 * j;
-          isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq));
-        }
+        for (int r = 0; r < kR; ++r) isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq[r] + 32 * s + 4 * j));
       }
       const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 16 * s)));
       for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
@@ -215,10 +221,16 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
     const uint8_t* sb = group + b * kQ6Bytes;
     PrefetchSuperBlock(sb, kQ6Bytes, end);
     __m512i sumi[kR], sumb[kR];
-    for (int r = 0; r < kR; ++r) sumi[r] = sumb[r] = _mm512_setzero_si512();
+    const int8_t* xq[kR];
+    for (int r = 0; r < kR; ++r) {
+      sumi[r] = sumb[r] = _mm512_setzero_si512();
+      xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
+    }
+#pragma GCC unroll 16
     for (int s = 0; s < 16; ++s) {
       __m512i isum[kR];
       for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const int quad = 4 * s + j, e = 4 * quad;
         const __m512i lo_raw = _mm512_loadu_si512(sb + kQ6Low + (quad % 32) * 64);
@@ -228,10 +240,7 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
         const int shift = 2 * (e / 64);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(hi_raw, shift), two);
         const __m512i q = _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-        for (int r = 0; r < kR; ++r) {
-          const int8_t* xq = a.qs + ((r0 + r) * nsb + b) * kQKK + e;
-          isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq));
-        }
+        for (int r = 0; r < kR; ++r) isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq[r] + e));
       }
       const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * s)));
       for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
