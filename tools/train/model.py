@@ -108,14 +108,16 @@ class Block(nn.Module):
         k = self.k_norm(k).to(v.dtype).transpose(1, 2)
         v = v.transpose(1, 2)
         q, k = apply_rope_neox(q, cos, sin), apply_rope_neox(k, cos, sin)
-        # GQA: consecutive query heads share a KV head (h // (n_head / n_head_kv)).
+        # GQA: consecutive query heads share a KV head (h // (n_head / n_head_kv)); a
+        # broadcast over the group instead of copies of K and V.
         group = cfg.n_head // cfg.n_head_kv
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        # Debian's torch 1.13 has no scaled_dot_product_attention; softmax in float32.
-        scores = (q @ k.transpose(-1, -2)).float() * (1.0 / math.sqrt(cfg.head_dim))
-        probs = scores.masked_fill(~mask, float("-inf")).softmax(-1).to(v.dtype)
-        y = probs @ v
+        q = q.reshape(B, cfg.n_head_kv, group, T, cfg.head_dim) * (1.0 / math.sqrt(cfg.head_dim))
+        k, v = k.unsqueeze(2), v.unsqueeze(2)
+        # Debian's torch 1.13 has no scaled_dot_product_attention. The [T, T] tensors dominate
+        # a CPU step, so they stay in the compute dtype; softmax accumulates in float32.
+        scores = (q @ k.transpose(-1, -2)).masked_fill(~mask, float("-inf"))
+        probs = scores.softmax(-1, dtype=torch.float32).to(v.dtype)
+        y = (probs @ v).reshape(B, cfg.n_head, T, cfg.head_dim)
         return self.wo(y.transpose(1, 2).reshape(B, T, cfg.n_head * cfg.head_dim))
 
     def forward(self, h, rope, masks):

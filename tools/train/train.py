@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Train kakeya's default model (gemma3, ~12M params) and its draft (~1.4M), export GGUF.
+"""Train kakeya's default model (gemma3, ~6.6M params) and its draft (~1.4M), export GGUF.
 
     /usr/bin/python3 tools/train/train.py --out /tmp/kakeya-train   # full run (~80 min, 2 cores)
     /usr/bin/python3 tools/train/train.py --out /tmp/smoke --smoke # tiny end-to-end check
@@ -29,7 +29,7 @@ from model import Config, Gemma3
 def target_config(n_vocab, smoke):
     if smoke:
         return Config(n_vocab=n_vocab, n_embd=128, n_layer=6, n_head=2, n_head_kv=1, n_ff=384, n_ctx=256)
-    return Config(n_vocab=n_vocab, n_embd=320, n_layer=8, n_head=5, n_head_kv=1, n_ff=960, n_ctx=512)
+    return Config(n_vocab=n_vocab, n_embd=256, n_layer=6, n_head=4, n_head_kv=1, n_ff=768, n_ctx=512)
 
 
 def draft_config(n_vocab, smoke):
@@ -43,9 +43,9 @@ def parse_args():
     ap.add_argument("--out", required=True, help="output folder (checkpoints, tokenizer, GGUF files)")
     ap.add_argument("--corpus", default=corpus.DEFAULT_ROOT)
     ap.add_argument("--smoke", action="store_true", help="tiny models, 1/8 of the corpus, few steps")
-    ap.add_argument("--steps", type=int, help="target steps (default 800; smoke 40)")
-    ap.add_argument("--draft-steps", type=int, help="draft steps on the corpus (default 500; smoke 20)")
-    ap.add_argument("--distill-steps", type=int, help="draft distillation steps (default 300; smoke 20)")
+    ap.add_argument("--steps", type=int, help="target steps (default 2000; smoke 40)")
+    ap.add_argument("--draft-steps", type=int, help="draft steps on the corpus (default 800; smoke 20)")
+    ap.add_argument("--distill-steps", type=int, help="draft distillation steps (default 1200; smoke 20)")
     ap.add_argument("--batch", type=int, help="sequences per step (default 8; smoke 4)")
     ap.add_argument("--vocab", type=int, help="tokenizer vocabulary (default 8000; smoke 2000)")
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -54,7 +54,7 @@ def parse_args():
     ap.add_argument("--f16", action="store_true", help="export matrices as F16 (default F32)")
     ap.add_argument("--kakeya", default=verify.DEFAULT_KAKEYA, help="kakeya binary for verification")
     a = ap.parse_args()
-    defaults = dict(steps=(40, 800), draft_steps=(20, 500), distill_steps=(20, 300), batch=(4, 8), vocab=(2000, 8000))
+    defaults = dict(steps=(40, 2000), draft_steps=(20, 800), distill_steps=(20, 1200), batch=(4, 8), vocab=(2000, 8000))
     for name, (smoke, full) in defaults.items():
         if getattr(a, name) is None:
             setattr(a, name, smoke if a.smoke else full)
