@@ -94,12 +94,14 @@ template <typename T>
 void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t n_in = job.w->n_in;
   const T* last = static_cast<const T*>(job.w->data) + (col_end - 1) * n_in;
+  // The first row tile of each cache block of rows walks the range's weights.
+  const int64_t block = RowBlock(n_in * static_cast<int64_t>(sizeof(float)));
   ForEachTile<kCols, kRows>(
       job, col_begin, col_end,
       [&](const uint8_t* const* w_bytes, int64_t r0, int n_rows, float (*out)[kCols]) HWY_ATTR {
         const T* w[kCols];
         for (int c = 0; c < kCols; ++c) w[c] = reinterpret_cast<const T*>(w_bytes[c]);
-        const T* next = r0 == 0 && w[0] + kCols * n_in <= last ? w[0] + kCols * n_in : nullptr;
+        const T* next = r0 % block == 0 && w[0] + kCols * n_in <= last ? w[0] + kCols * n_in : nullptr;
         const float* x[kRows];
         for (int r = 0; r < n_rows; ++r) x[r] = job.x + (r0 + r) * n_in;
         WithRowCount<kRows>(n_rows, [&](auto rows) HWY_ATTR { FloatTile<T, rows()>(w, next, x, n_in, out); });

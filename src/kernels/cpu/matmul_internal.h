@@ -88,6 +88,13 @@ inline int64_t RowBlock(int64_t row_bytes) {
   return std::max<int64_t>(16, kBudget / std::max<int64_t>(1, row_bytes));
 }
 
+// Calls f(b0, b1) for the cache blocks [b0, b1) of n_rows rows (RowBlock).
+template <class F>
+void ForEachRowBlock(int64_t n_rows, int64_t row_bytes, const F& f) {
+  const int64_t block = RowBlock(row_bytes);
+  for (int64_t b0 = 0; b0 < n_rows; b0 += block) f(b0, std::min(n_rows, b0 + block));
+}
+
 // Walks the rows in cache blocks (RowBlock), and in a block the columns
 // [col_begin, col_end) in tiles of kCols and the rows in tiles of kMaxRows
 // (then 4, then 1..3 for the remainder), calling
@@ -100,9 +107,7 @@ template <int kCols, int kMaxRows, class Tile>
 void ForEachTile(const MatMulJob& job, int64_t col_begin, int64_t col_end, const Tile& tile) {
   const WeightMatrix& w = *job.w;
   const auto* data = static_cast<const uint8_t*>(w.data);
-  const int64_t block = RowBlock(w.n_in * static_cast<int64_t>(sizeof(float)));
-  for (int64_t b0 = 0; b0 < job.n_rows; b0 += block) {
-    const int64_t b1 = std::min(job.n_rows, b0 + block);
+  ForEachRowBlock(job.n_rows, w.n_in * static_cast<int64_t>(sizeof(float)), [&](int64_t b0, int64_t b1) {
     for (int64_t o = col_begin; o < col_end; o += kCols) {
       const uint8_t* w_rows[kCols];
       for (int c = 0; c < kCols; ++c) w_rows[c] = data + std::min(o + c, col_end - 1) * w.row_bytes;
@@ -118,7 +123,7 @@ void ForEachTile(const MatMulJob& job, int64_t col_begin, int64_t col_end, const
         r0 += n_rows;
       }
     }
-  }
+  });
 }
 
 // Calls f(std::integral_constant<int, n>()) for a runtime 1 <= n <= kMax, so
@@ -147,9 +152,7 @@ void ForEachPackedTile(const MatMulJob& job, int64_t col_begin, int64_t col_end,
   const WeightMatrix& w = *job.w;
   const auto* data = static_cast<const uint8_t*>(w.data);
   const uint8_t* end = data + (col_end + kGroup - 1) / kGroup * group_bytes;
-  const int64_t block = RowBlock(w.n_in);  // int8 activations
-  for (int64_t b0 = 0; b0 < job.n_rows; b0 += block) {
-    const int64_t b1 = std::min(job.n_rows, b0 + block);
+  ForEachRowBlock(job.n_rows, w.n_in /* int8 activations */, [&](int64_t b0, int64_t b1) {
     for (int64_t o = col_begin; o < col_end; o += kGroup) {
       const uint8_t* group = data + o / kGroup * group_bytes;
       const int n_cols = static_cast<int>(std::min<int64_t>(kGroup, col_end - o));
@@ -161,7 +164,7 @@ void ForEachPackedTile(const MatMulJob& job, int64_t col_begin, int64_t col_end,
         r0 += n;
       }
     }
-  }
+  });
 }
 
 }  // namespace kakeya
