@@ -27,6 +27,7 @@ class Config:
     rope_base: float = 1e6      # global layers
     rope_base_swa: float = 1e4  # sliding layers
     norm_eps: float = 1e-6
+    dropout: float = 0.0        # training only (residual branches); not part of the GGUF
 
     def is_swa(self, il):
         return il % self.swa_period < self.swa_period - 1
@@ -123,11 +124,12 @@ class Block(nn.Module):
     def forward(self, h, rope, masks):
         cos, sin = rope["swa" if self.swa else "global"]
         mask = masks["swa" if self.swa else "global"]
+        p = self.cfg.dropout if self.training else 0.0
         a = self.attention(self.attn_norm(h), cos, sin, mask)
-        h = h + self.post_attention_norm(a)
+        h = h + F.dropout(self.post_attention_norm(a), p)
         x = self.ffn_norm(h)
         y = self.ffn_down(F.gelu(self.ffn_gate(x), approximate="tanh") * self.ffn_up(x))
-        return h + self.post_ffw_norm(y)
+        return h + F.dropout(self.post_ffw_norm(y), p)
 
 
 class Gemma3(nn.Module):

@@ -26,13 +26,13 @@ N_PROMPTS = 3
 
 
 @torch.no_grad()
-def heldout_loss(model, docs, n_bytes):
+def heldout_loss(model, docs, n_bytes, device="cpu"):
     """Every token after BOS of every held-out document predicted once, in windows of n_ctx."""
     model.eval()
     n_ctx, nats, count = model.cfg.n_ctx, 0.0, 0
     for ids in docs:
         for s in range(0, len(ids) - 1, n_ctx):
-            window = torch.tensor(ids[s:s + n_ctx + 1])[None]
+            window = torch.tensor(ids[s:s + n_ctx + 1], device=device)[None]
             logits = model(window[:, :-1])
             nats += torch.nn.functional.cross_entropy(logits[0], window[0, 1:], reduction="sum").item()
             count += window.shape[1] - 1
