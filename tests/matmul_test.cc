@@ -3,6 +3,7 @@
 // portable target and each SIMD target.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -223,6 +224,64 @@ TEST_F(MatMulTest, TargetSelection) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("scalar"), std::string::npos) << e.what();
   }
+}
+
+// Q/K/V and gate/up run as one MatMulSharedInput: each output must be the bits
+// MatMul gives that matrix alone, for types that share the activation
+// quantization (one quantization, one pool run) and for mixed ones (fallback).
+TEST_F(MatMulTest, SharedInputEqualsSeparateMatMuls) {
+  const int64_t n_in = 512;
+  const std::vector<std::vector<std::pair<DType, bool>>> groups = {
+      {{DType::kQ8_0, true}, {DType::kQ8_0, false}, {DType::kQ8_0, true}},  // packed and not
+      {{DType::kQ4_K, false}, {DType::kQ6_K, true}, {DType::kQ5_K, false}},  // Q8K, three kernels
+      {{DType::kQ8_0, true}, {DType::kQ4_K, false}},                         // mixed: fallback
+      {{DType::kF16, false}, {DType::kF32, false}, {DType::kBF16, false}, {DType::kF16, false}},
+  };
+  for (const std::string& target : SupportedCpuTargets()) {
+    ForceCpuTarget(target);
+    for (const auto& group : groups) {
+      std::vector<Problem> problems;
+      size_t scratch_bytes = 0;
+      for (size_t m = 0; m < group.size(); ++m) {
+        const auto [type, pack] = group[m];
+        problems.push_back(MakeProblem(type, n_in, 19 + 16 * static_cast<int64_t>(m), 77 + static_cast<uint32_t>(m)));
+        if (pack && PackedLayoutOf(type) != WeightLayout::kRows && CanPack(problems.back().matrix())) problems.back().Pack();
+        scratch_bytes = std::max(scratch_bytes, MatMulScratchBytes(type, n_in, kMaxRows));
+      }
+      auto* scratch = static_cast<uint8_t*>(std::aligned_alloc(64, (scratch_bytes + 64) / 64 * 64));
+      const std::vector<float>& x = problems[0].x;  // the rows every matrix reads
+      for (Problem& p : problems) p.x = x;
+      for (const auto& pool : pools_) {
+        for (int n : {1, 5, kMaxRows}) {
+          std::vector<WeightMatrix> ws;
+          std::vector<std::vector<float>> ys;
+          for (const Problem& p : problems) {
+            ws.push_back(p.matrix());
+            ys.emplace_back(static_cast<size_t>(n * p.n_out), NAN);
+          }
+          std::vector<MatMulOutput> outs;
+          for (size_t m = 0; m < ws.size(); ++m) outs.push_back({&ws[m], ys[m].data()});
+          MatMulSharedInput(outs, x.data(), n, scratch, *pool);
+          for (size_t m = 0; m < problems.size(); ++m) {
+            const std::vector<float> alone = RunMatMul(problems[m], 0, n, *pool);
+            ASSERT_EQ(0, std::memcmp(ys[m].data(), alone.data(), alone.size() * sizeof(float)))
+                << target << " " << NameOf(problems[m].type) << " output " << m << " rows " << n << " threads "
+                << pool->size();
+          }
+        }
+      }
+      std::free(scratch);
+    }
+  }
+  ForceCpuTarget(SupportedCpuTargets().front());
+}
+
+TEST_F(MatMulTest, SharedInputRejectsDifferentInputWidths) {
+  Problem a = MakeProblem(DType::kF32, 64, 4, 1), b = MakeProblem(DType::kF32, 96, 4, 2);
+  const WeightMatrix wa = a.matrix(), wb = b.matrix();
+  std::vector<float> ya(4), yb(4);
+  const MatMulOutput outs[] = {{&wa, ya.data()}, {&wb, yb.data()}};
+  EXPECT_THROW(MatMulSharedInput(outs, a.x.data(), 1, nullptr, *pools_[0]), std::exception);
 }
 
 TEST_F(MatMulTest, ScratchSizes) {

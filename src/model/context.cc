@@ -159,9 +159,8 @@ void Context::RunLayer(int il, int n, int first_pos) {
 
   // Attention.
   rms_rows(s.x.get(), L.attn_norm, s.xn.get());
-  matmul(L.wq, s.xn.get(), s.q.get());
-  matmul(L.wk, s.xn.get(), s.k.get());
-  matmul(L.wv, s.xn.get(), s.v.get());
+  const MatMulOutput qkv[] = {{&L.wq, s.q.get()}, {&L.wk, s.k.get()}, {&L.wv, s.v.get()}};
+  MatMulSharedInput(qkv, s.xn.get(), n, s.matmul.get(), pool_);
   for (int i = 0; i < n; ++i) {
     float* q = s.q.get() + size_t(i) * q_width;
     float* k = s.k.get() + size_t(i) * kv_width;
@@ -195,8 +194,8 @@ void Context::RunLayer(int il, int n, int first_pos) {
 
   // Feed-forward: down(act(gate x) * up x).
   rms_rows(s.x.get(), L.ffn_norm, s.xn.get());
-  matmul(L.w_gate, s.xn.get(), s.gate.get());
-  matmul(L.w_up, s.xn.get(), s.up.get());
+  const MatMulOutput gate_up[] = {{&L.w_gate, s.gate.get()}, {&L.w_up, s.up.get()}};
+  MatMulSharedInput(gate_up, s.xn.get(), n, s.matmul.get(), pool_);
   if (hp.ffn_act == FfnActivation::kGelu) {
     GeluMul(s.gate.get(), s.up.get(), n * hp.n_ff, s.gate.get());
   } else {

@@ -130,9 +130,9 @@ size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
   return 0;
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, void* scratch,
-            ThreadPool& pool) {
-  if (n_rows <= 0 || w.n_out <= 0) return;
+namespace {
+
+MatMulKernel KernelFor(const WeightMatrix& w) {
   const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
   const bool packed = w.layout != WeightLayout::kRows;
   MatMulKernel kernel = packed                 ? target.packed_kernel(w.layout)
@@ -143,40 +143,99 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   // on the portable target's kernel: same bits, slower.
   if (kernel == nullptr && packed) kernel = kTargets[std::size(kTargets) - 1].packed_kernel(w.layout);
   if (kernel == nullptr) Fail("MatMul: unsupported weight type ", NameOf(w.type));
-  MatMulJob job{&w, n_rows, x, {}, {}, y};
+  return kernel;
+}
+
+// How a weight type wants its activation rows: as they are, Q8 blocks of 32
+// (legacy quants) or Q8K super-blocks of 256 (K-quants).
+enum class ActKind { kFloat, kQ8, kQ8K };
+ActKind ActKindOf(DType t) { return IsLegacyQuant(t) ? ActKind::kQ8 : IsKQuant(t) ? ActKind::kQ8K : ActKind::kFloat; }
+
+// Below this many activation elements, quantizing on the calling thread costs
+// less than a hand-off to the pool (a few microseconds).
+constexpr int64_t kInlineQuantizeElements = 16384;
+
+template <typename Fn>
+void ForEachRow(int64_t n_rows, int64_t n_in, ThreadPool& pool, Fn&& fn) {
+  if (n_rows * n_in <= kInlineQuantizeElements) {
+    for (int64_t r = 0; r < n_rows; ++r) fn(r);
+  } else {
+    pool.Run(n_rows, [&](int64_t r, int) { fn(r); });
+  }
+}
+
+}  // namespace
+
+void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64_t n_rows, void* scratch,
+                       ThreadPool& pool) {
+  if (n_rows <= 0 || outs.empty()) return;
+  constexpr size_t kMaxOutputs = 4;
+  if (outs.size() > kMaxOutputs) Fail("MatMulSharedInput: at most ", kMaxOutputs, " matrices, got ", outs.size());
+  const WeightMatrix& w0 = *outs[0].w;
+  const ActKind kind = ActKindOf(w0.type);
+  for (const MatMulOutput& o : outs) {
+    if (o.w->n_in != w0.n_in) Fail("MatMulSharedInput: matrices of ", w0.n_in, " and ", o.w->n_in, " inputs");
+    if (ActKindOf(o.w->type) != kind) {
+      // Weight types that quantize activations differently (a mixed-type
+      // model): one MatMul each; the results are the same bits.
+      for (const MatMulOutput& each : outs) MatMul(*each.w, x, n_rows, each.y, scratch, pool);
+      return;
+    }
+  }
+
+  // Every matrix reads the same activation rows, quantized once.
+  MatMulJob jobs[kMaxOutputs];
+  MatMulKernel kernels[kMaxOutputs];
+  for (size_t m = 0; m < outs.size(); ++m) {
+    jobs[m] = MatMulJob{outs[m].w, n_rows, x, {}, {}, outs[m].y};
+    kernels[m] = KernelFor(*outs[m].w);
+  }
   auto* base = static_cast<uint8_t*>(scratch);
-  const int64_t n_in = w.n_in;
-  if (IsLegacyQuant(w.type)) {
+  const int64_t n_in = w0.n_in;
+  if (kind == ActKind::kQ8) {
     const int64_t nb = n_in / kQK;
     auto* qs = reinterpret_cast<int8_t*>(base);
     auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
     float* s = d + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float);
     auto* sums = reinterpret_cast<int16_t*>(s + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float));
-    pool.Run(n_rows, [&](int64_t r, int) {
+    ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
       QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb, sums + r * nb);
     });
-    job.q8 = {qs, d, s, sums};
-  } else if (IsKQuant(w.type)) {
+    for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8 = {qs, d, s, sums};
+  } else if (kind == ActKind::kQ8K) {
     const int64_t nsb = n_in / kQKK;
     auto* qs = reinterpret_cast<int8_t*>(base);
     auto* d = reinterpret_cast<float*>(base + AlignUp(n_rows * n_in));
     auto* bsums = reinterpret_cast<int16_t*>(reinterpret_cast<uint8_t*>(d) +
                                              AlignUp(n_rows * nsb * sizeof(float)));
-    pool.Run(n_rows, [&](int64_t r, int) {
+    ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
       QuantizeActivationsQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
     });
-    job.q8k = {qs, d, bsums};
+    for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8k = {qs, d, bsums};
   }
 
   // Column chunks of a multiple of 4 (of a packed group), about 8 per thread
-  // for load balance. Chunking never changes how a column is computed.
-  const int64_t unit = packed ? 16 : 4;
-  const int64_t per_task = (w.n_out + 8 * pool.size() - 1) / (8 * pool.size());
-  const int64_t chunk = std::max<int64_t>(unit, (per_task + unit - 1) / unit * unit);
-  const int64_t n_tasks = (w.n_out + chunk - 1) / chunk;
-  pool.Run(n_tasks, [&](int64_t t, int) {
-    kernel(job, t * chunk, std::min(w.n_out, (t + 1) * chunk));
+  // and matrix for load balance, all matrices in one pool run. Chunking never
+  // changes how a column is computed.
+  int64_t chunk[kMaxOutputs], first_task[kMaxOutputs + 1] = {0};
+  for (size_t m = 0; m < outs.size(); ++m) {
+    const WeightMatrix& w = *outs[m].w;
+    const int64_t unit = w.layout != WeightLayout::kRows ? 16 : 4;
+    const int64_t per_task = (w.n_out + 8 * pool.size() - 1) / (8 * pool.size());
+    chunk[m] = std::max<int64_t>(unit, (per_task + unit - 1) / unit * unit);
+    first_task[m + 1] = first_task[m] + (w.n_out + chunk[m] - 1) / chunk[m];
+  }
+  pool.Run(first_task[outs.size()], [&](int64_t t, int) {
+    size_t m = 0;
+    while (t >= first_task[m + 1]) ++m;
+    const int64_t c0 = (t - first_task[m]) * chunk[m];
+    kernels[m](jobs[m], c0, std::min(outs[m].w->n_out, c0 + chunk[m]));
   });
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, void* scratch, ThreadPool& pool) {
+  const MatMulOutput out{&w, y};
+  MatMulSharedInput({&out, 1}, x, n_rows, scratch, pool);
 }
 
 WeightLayout PackedLayoutOf(DType type) {

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,18 @@ size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows);
 // 64-byte aligned.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, void* scratch,
             ThreadPool& pool);
+
+// Several matrices applied to the same activation rows (Q/K/V, gate/up): the
+// rows are quantized once and all matrices' columns share one pool run, so a
+// layer waits at fewer barriers. Each y is bit-identical to MatMul's. The
+// matrices have the same n_in (at most 4); scratch as for MatMul, sized for
+// the largest of their types.
+struct MatMulOutput {
+  const WeightMatrix* w;
+  float* y;  // F32 [n_rows, w->n_out]
+};
+void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64_t n_rows, void* scratch,
+                       ThreadPool& pool);
 
 // SIMD targets. MatMul runs on the best target this CPU supports, unless the
 // environment variable KAKEYA_CPU_TARGET (read once, at the first MatMul) or
