@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 #include <limits>
@@ -69,17 +70,61 @@ inline __attribute__((always_inline)) Float16x Load16(const float* p) {
   return v;
 }
 
-// q . k with 16 partial sums (lane l sums elements l, l + 16, ...) added in a
-// fixed tree at the end.
+typedef float Float8x __attribute__((vector_size(32)));
+typedef float Float4x __attribute__((vector_size(16)));
+typedef float Float2x __attribute__((vector_size(8)));
+
+// Adds the upper half of a vector onto its lower half: lane l += lane l + width/2.
+template <typename Half, typename Whole>
+inline __attribute__((always_inline)) Half FoldHalves(const Whole& v) {
+  Half lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  return lo + hi;
+}
+
+// The lanes of v added in a fixed tree: lane l += lane l + 8, then + 4, + 2, + 1.
+inline __attribute__((always_inline)) float SumLanes(const Float16x& v) {
+  const Float2x pair = FoldHalves<Float2x>(FoldHalves<Float4x>(FoldHalves<Float8x>(v)));
+  return pair[0] + pair[1];
+}
+
+// q . k with 16 partial sums (lane l sums elements l, l + 16, ...) added by
+// SumLanes (whole half-vectors, not lane by lane through memory).
 inline __attribute__((always_inline)) float Dot(const float* q, const float* k, int n) {
   Float16x part = {};
   int d = 0;
   for (; d + kLanes <= n; d += kLanes) part += Load16(q + d) * Load16(k + d);
   for (int l = 0; d < n; ++d, ++l) part[l] += q[d] * k[d];
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) part[l] += part[l + width];
-  }
-  return part[0];
+  return SumLanes(part);
+}
+
+// e^x for x <= 0 (softmax terms) in 16 lanes: Cephes' expf (x = n ln2 + r,
+// degree-5 polynomial for e^r, 2^n through the exponent bits), within a few
+// ulp of std::exp. Below -87 it returns ~1e-38 instead of denormals or 0,
+// which no softmax sum (>= 1: the maximum's term is e^0) can see.
+inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) {
+  typedef int32_t Int16x __attribute__((vector_size(64)));
+  const Float16x zero = {};
+  x = x < zero - 87.0f ? zero - 87.0f : x;
+  const Float16x magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const Float16x t = x * 1.44269504088896341f + magic;
+  const Float16x n = t - magic;
+  Float16x r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  Float16x p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  Int16x t_bits, magic_bits;
+  std::memcpy(&t_bits, &t, sizeof t);
+  std::memcpy(&magic_bits, &magic, sizeof magic);
+  const Int16x exponent = (t_bits - magic_bits + 127) << 23;  // the bits of 2^n
+  Float16x scale;
+  std::memcpy(&scale, &exponent, sizeof scale);
+  return p * scale;
 }
 
 }  // namespace
@@ -107,17 +152,37 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
     scores[j] = score;
     if (score > max_score) max_score = score;
   }
-  double sum = 0.0;
-  for (int j = 0; j < n_keys; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
+  // e^(score - max), 16 keys at a time; the last partial vector is padded
+  // with the maximum's own score and its padding lanes cleared after.
+  Float16x sums = {};
+  for (int j = 0; j < n_keys; j += kLanes) {
+    const int lanes = std::min(kLanes, n_keys - j);
+    Float16x x = {};
+    x += max_score;
+    std::memcpy(&x, scores + j, sizeof(float) * lanes);
+    Float16x e = ExpNonPositive(x - max_score);
+    for (int l = lanes; l < kLanes; ++l) e[l] = 0.0f;
+    std::memcpy(scores + j, &e, sizeof(float) * lanes);
+    sums += e;
   }
-  const float inv_sum = static_cast<float>(1.0 / sum);
+  const float inv_sum = 1.0f / SumLanes(sums);
   for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
-  // 16 output elements at a time, summed over the keys in a register (the
-  // same order for every element as a plain loop over keys).
+  // Output elements summed over the keys in registers, in key order for every
+  // element (the order of a plain loop over keys). 64 elements per pass make
+  // four independent accumulator chains: one chain waits on the latency of
+  // each add, which made this loop 37% of attention.
   float* oh = out + static_cast<int64_t>(head) * s.value_dim;
+  constexpr int kChains = 4;
   int d0 = 0;
+  for (; d0 + kChains * kLanes <= s.value_dim; d0 += kChains * kLanes) {
+    Float16x acc[kChains] = {};
+    slot = first_pos % capacity;
+    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+      const float* vj = v_cache + slot * v_stride + v_offset + d0;
+      for (int c = 0; c < kChains; ++c) acc[c] += scores[j] * Load16(vj + c * kLanes);
+    }
+    std::memcpy(oh + d0, acc, sizeof acc);
+  }
   for (; d0 + kLanes <= s.value_dim; d0 += kLanes) {
     Float16x acc = {};
     slot = first_pos % capacity;
