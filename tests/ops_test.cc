@@ -1,0 +1,94 @@
+// AttendOneHead against a float64 softmax-attention written out naively here:
+// grouped heads, ring caches read across their wrap, key counts that are and
+// are not multiples of the 16-lane vectors, value widths with a scalar tail,
+// gemma2's soft-cap, and scores far enough apart that most exponentials
+// underflow.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace kakeya {
+namespace {
+
+struct Case {
+  int n_head, n_head_kv, head_dim, value_dim;
+  int capacity, first_pos, n_keys;
+  float softcap;
+  float q_scale;  // large: scores spread over hundreds of nats
+};
+
+// out[h * value_dim + d] for every head, in float64.
+std::vector<double> Reference(const Case& c, const AttentionShape& s, const std::vector<float>& q,
+                              const std::vector<float>& k, const std::vector<float>& v) {
+  const int k_stride = c.n_head_kv * c.head_dim, v_stride = c.n_head_kv * c.value_dim;
+  std::vector<double> out(size_t(c.n_head) * c.value_dim, 0.0);
+  for (int h = 0; h < c.n_head; ++h) {
+    const int g = h / (c.n_head / c.n_head_kv);
+    std::vector<double> score(c.n_keys);
+    double max_score = -INFINITY;
+    for (int j = 0; j < c.n_keys; ++j) {
+      const int slot = (c.first_pos + j) % c.capacity;
+      double dot = 0;
+      for (int d = 0; d < c.head_dim; ++d) {
+        dot += double(q[h * c.head_dim + d]) * k[size_t(slot) * k_stride + g * c.head_dim + d];
+      }
+      dot *= s.scale;
+      if (c.softcap > 0) dot = c.softcap * std::tanh(dot / c.softcap);
+      score[j] = dot;
+      max_score = std::max(max_score, dot);
+    }
+    double sum = 0;
+    for (double& x : score) sum += (x = std::exp(x - max_score));
+    for (int j = 0; j < c.n_keys; ++j) {
+      const int slot = (c.first_pos + j) % c.capacity;
+      for (int d = 0; d < c.value_dim; ++d) {
+        out[h * c.value_dim + d] += score[j] / sum * v[size_t(slot) * v_stride + g * c.value_dim + d];
+      }
+    }
+  }
+  return out;
+}
+
+TEST(AttendOneHeadTest, MatchesFloat64Softmax) {
+  const Case cases[] = {
+      {6, 2, 64, 64, 512, 0, 1, 0, 1},        // one key: the output is its value
+      {6, 2, 64, 64, 512, 0, 300, 0, 1},      // 300 keys = 18 vectors + 12
+      {4, 1, 64, 64, 128, 1000, 128, 0, 1},   // a full ring, read from slot 1000 % 128
+      {4, 1, 64, 64, 128, 77, 17, 0, 1},      // wraps after 51 keys; 16 + 1
+      {2, 2, 80, 80, 64, 40, 33, 0, 1},       // value_dim 80: 64 in chains, then 16
+      {2, 1, 40, 24, 64, 0, 5, 0, 1},         // widths with scalar tails (40, 24)
+      {8, 4, 256, 256, 256, 10, 200, 50, 1},  // gemma shapes: 256-wide heads, soft-cap
+      {4, 2, 64, 64, 256, 3, 250, 0, 30},     // scores hundreds of nats apart
+  };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " dims " << c.head_dim << "/"
+                                    << c.value_dim << " capacity " << c.capacity << " first " << c.first_pos
+                                    << " keys " << c.n_keys << " softcap " << c.softcap << " q x" << c.q_scale);
+    const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)),
+                           c.softcap};
+    std::vector<float> q(size_t(c.n_head) * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
+        v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
+    for (float& x : q) x = normal(rng) * c.q_scale;
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    const std::vector<double> ref = Reference(c, s, q, k, v);
+    std::vector<float> out(size_t(c.n_head) * c.value_dim, NAN), scores(c.n_keys);
+    for (int h = 0; h < c.n_head; ++h) {
+      AttendOneHead(s, h, q.data(), k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim,
+                    c.capacity, c.first_pos, c.n_keys, scores.data(), out.data());
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      // Each output is a convex combination of values of magnitude ~1.
+      ASSERT_NEAR(out[i], ref[i], 2e-5) << "output " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kakeya
