@@ -50,7 +50,7 @@ mkdir -p "$scratch/models" "$scratch/results"
 llama_bench=$scratch/llama.cpp/build/bin/llama-bench
 if [ ! -x "$llama_bench" ]; then
   cd "$scratch"
-  [ -f "node-llama-cpp-$version.tgz" ] || npm pack "node-llama-cpp@$version" >/dev/null
+  [ -f "node-llama-cpp-$version.tgz" ] || npm pack --silent "node-llama-cpp@$version" >/dev/null
   tar xzf "node-llama-cpp-$version.tgz" package/llama/gitRelease.bundle package/llama/llama.cpp.info.json
   rm -rf llama.cpp
   git clone -q package/llama/gitRelease.bundle llama.cpp

@@ -88,14 +88,18 @@ void PackedQ8Portable(const MatMulJob& job, int64_t col_begin, int64_t col_end) 
 // stops at 4 KiB pages) falls behind: the time becomes compute + memory
 // instead of the larger of the two. Measured on Zen 5 (matmul_bench, 64 MB
 // Q8_0, 2 threads), 8 rows: 2.45 ms without, 1.47 ms at 8 KiB (1 row: 0.88 ms);
-// 2, 4, 16 KiB and 32 KiB ahead were no better.
+// 2, 4, 16 KiB and 32 KiB ahead were no better. Into L1 (T0) for tiles of
+// 1-2 rows, into L2 (T1) above: measured on Zen 4 (1.25B Q8_0, 2 threads,
+// bench verify, alternating), T1 took 1 row from 21.3 to 26.9 ms but 8 rows
+// from 45.8 to 37.9 ms (4 rows 30.7 -> 28.7).
 constexpr int kPrefetchAhead = 8192;
+template <int kLocality>  // __builtin_prefetch's: 3 = T0 (L1), 2 = T1 (L2)
 HWY_INLINE void PrefetchAhead(const uint8_t* blk, const uint8_t* end) {
   if (blk + kPrefetchAhead >= end) return;
-  for (int l = 0; l < kPackedBlockBytes; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchAhead + l), _MM_HINT_T0);
-  }
+  for (int l = 0; l < kPackedBlockBytes; l += 64) __builtin_prefetch(blk + kPrefetchAhead + l, 0, kLocality);
 }
+template <int kRows>
+constexpr int kPrefetchLocality = kRows <= 2 ? 3 : 2;
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -112,7 +116,7 @@ HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t
   for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * kPackedBlockBytes;
-    PrefetchAhead(blk, end);
+    PrefetchAhead<kPrefetchLocality<kR>>(blk, end);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i s[kR];
     for (int r = 0; r < kR; ++r) s[r] = _mm512_set1_epi32(-128 * a.sums[(r0 + r) * nb + b]);
@@ -160,7 +164,7 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
   for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * kPackedBlockBytes;
-    if (half == 0) PrefetchAhead(blk, end);
+    if (half == 0) PrefetchAhead<kPrefetchLocality<kR>>(blk, end);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
     __m256i isum[kR];
     for (int r = 0; r < kR; ++r) isum[r] = _mm256_setzero_si256();

@@ -138,10 +138,13 @@ void PackedKPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 constexpr int kMaxTileRows = 8;
 constexpr int kPrefetchAhead = 8192;
 
+// Into L2 (T1), not L1: measured on Zen 4 (1.25B Q4_K_M, 2 threads, bench
+// verify, alternating), 1 / 4 / 8 rows took 23.4 / 42.0 / 64.9 ms with T0
+// and 19.7 / 25.6 / 43.9 ms with T1.
 HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8_t* end) {
   const uint8_t* p = sb + kPrefetchAhead;
   if (p + bytes > end) return;
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T1);
 }
 
 HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
