@@ -39,7 +39,7 @@ PRESETS = {
                   steps=40, draft_steps=20, distill_steps=20, batch=4, vocab=2000, lr=3e-3, eval_every=20),
     "cpu": dict(target=dict(n_embd=256, n_layer=6, n_head=4, n_head_kv=1, n_ff=768, n_ctx=512),
                 draft=dict(n_embd=128, n_layer=2, n_head=2, n_head_kv=1, n_ff=384, n_ctx=512),
-                steps=2000, draft_steps=800, distill_steps=1200, batch=8, vocab=8000, lr=3e-3, eval_every=250),
+                steps=1800, draft_steps=800, distill_steps=1200, batch=8, vocab=8000, lr=3e-3, eval_every=300),
     "gpu": dict(target=dict(n_embd=384, n_layer=12, n_head=6, n_head_kv=2, n_ff=896, n_ctx=512, dropout=0.25),
                 draft=dict(n_embd=192, n_layer=2, n_head=3, n_head_kv=1, n_ff=576, n_ctx=512),
                 steps=800, draft_steps=600, distill_steps=2000, batch=64, vocab=8000, lr=2e-3,
