@@ -2,13 +2,18 @@
 // grouped heads, ring caches read across their wrap, key counts that are and
 // are not multiples of the 16-lane vectors, value widths with a scalar tail,
 // gemma2's soft-cap, and scores far enough apart that most exponentials
-// underflow.
+// underflow. GeluMul bit for bit against ggml's definition, written out per
+// element here, over a sample of every float bit pattern; RmsNorm against
+// float64.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ops.h"
 
 namespace kakeya {
@@ -87,6 +92,64 @@ TEST(AttendOneHeadTest, MatchesFloat64Softmax) {
       // Each output is a convex combination of values of magnitude ~1.
       ASSERT_NEAR(out[i], ref[i], 2e-5) << "output " << i;
     }
+  }
+}
+
+// ggml's CPU GELU of one element: tanh form on the input rounded to F16,
+// the result rounded to F16; 0 below -10, identity above 10.
+float GeluDefinition(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  const float h = F16ToF32(F32ToF16(x));
+  return F16ToF32(F32ToF16(0.5f * h * (1.0f + std::tanh(0.79788456080286535588f * h * (1.0f + 0.044715f * h * h)))));
+}
+
+TEST(GeluMulTest, MatchesDefinitionBitForBit) {
+  // Every 509th bit pattern (NaNs, infinities, subnormals, both signs) plus
+  // the values around the F16 subnormal, normal and +-10 boundaries; 1000
+  // elements, so the 16-lane loop and its scalar tail both run.
+  std::vector<float> xs;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 509) xs.push_back(std::bit_cast<float>(uint32_t(bits)));
+  for (float edge : {6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 10.0f, 65504.0f}) {
+    for (float sign : {1.0f, -1.0f}) {
+      float x = sign * edge;
+      for (int i = 0; i < 64; ++i) x = std::nextafter(x, 0.0f);
+      for (int i = 0; i < 128; ++i, x = std::nextafter(x, sign * INFINITY)) xs.push_back(x);
+    }
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+  std::vector<float> up(1000), out(1000);
+  for (size_t first = 0; first < xs.size(); first += 1000) {
+    const int n = int(std::min<size_t>(1000, xs.size() - first));
+    for (float& u : up) u = uniform(rng);
+    GeluMul(xs.data() + first, up.data(), n, out.data());
+    for (int i = 0; i < n; ++i) {
+      const float x = xs[first + i], want = GeluDefinition(x) * up[i];
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(out[i])) << "x bits " << std::bit_cast<uint32_t>(x);
+      } else {
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+            << "x = " << x << " (bits " << std::bit_cast<uint32_t>(x) << ")";
+      }
+    }
+  }
+}
+
+TEST(RmsNormTest, MatchesFloat64) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.f, 3.f);
+  for (int n : {1, 7, 8, 64, 100, 384, 2048}) {
+    std::vector<float> x(n), w(n), out(n);
+    for (float& v : x) v = normal(rng);
+    for (float& v : w) v = normal(rng);
+    double sum = 0;
+    for (float v : x) sum += double(v) * v;
+    const double scale = 1.0 / std::sqrt(sum / n + 1e-6);
+    RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
+    for (int i = 0; i < n; ++i) ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5 * std::abs(x[i] * scale * w[i]) + 1e-6) << n;
+    RmsNorm(x.data(), nullptr, n, 1e-6f, x.data());  // in place, no weight
+    for (int i = 0; i < n; ++i) ASSERT_NEAR(out[i], x[i] * w[i], 1e-5 * std::abs(out[i]) + 1e-6) << n;
   }
 }
 

@@ -51,6 +51,7 @@ struct Context::Scratch {
   Buffer<float> scores;   // F32 [n_threads, n_ctx] attention weights per thread
   Buffer<uint8_t> matmul; // MatMul scratch (activation rows quantized for integer dots)
   Buffer<float> taps;     // F32 [n_taps, max_logit_rows, n_embd]
+  Buffer<float> rope;     // F32 [B, 2, rope_dims] RopeAngles per row: global layers', then sliding layers'
 };
 
 Context::Context(const Model& model, const ContextOptions& options)
@@ -103,6 +104,7 @@ Context::Context(const Model& model, const ContextOptions& options)
   s_->logits = Buffer<float>(size_t(options_.max_logit_rows) * hp.n_vocab);
   s_->scores = Buffer<float>(size_t(pool_.size()) * options_.n_ctx);
   s_->matmul = Buffer<uint8_t>(matmul_bytes);
+  s_->rope = Buffer<float>(B * 2 * hp.rope_dims);
 }
 
 Context::~Context() = default;
@@ -140,7 +142,6 @@ void Context::RunLayer(int il, int n, int first_pos) {
   const int v_width = hp.n_head_kv * hp.value_dim;
   const int o_width = hp.n_head * hp.value_dim;
   const bool sliding = cache.is_ring();
-  const float rope_base = sliding ? hp.rope_base_swa : hp.rope_base;
   const bool adjacent_pairs = hp.rope_style == RopeStyle::kNormal;
   auto matmul = [&](const WeightMatrix& w, const float* in, float* out) {
     MatMul(w, in, n, out, s.matmul.get(), pool_);
@@ -172,9 +173,10 @@ void Context::RunLayer(int il, int n, int first_pos) {
       for (int h = 0; h < hp.n_head; ++h) RmsNorm(q + h * hp.head_dim, L.q_norm, hp.head_dim, hp.norm_eps, q + h * hp.head_dim);
       for (int h = 0; h < hp.n_head_kv; ++h) RmsNorm(k + h * hp.head_dim, L.k_norm, hp.head_dim, hp.norm_eps, k + h * hp.head_dim);
     }
+    const float* angles = s.rope.get() + (size_t(i) * 2 + (sliding ? 1 : 0)) * hp.rope_dims;
+    Rope(q, hp.n_head, hp.head_dim, hp.rope_dims, angles, adjacent_pairs);
+    Rope(k, hp.n_head_kv, hp.head_dim, hp.rope_dims, angles, adjacent_pairs);
     const int pos = first_pos + i;
-    Rope(q, hp.n_head, hp.head_dim, hp.rope_dims, pos, rope_base, model_.rope_freqs, adjacent_pairs);
-    Rope(k, hp.n_head_kv, hp.head_dim, hp.rope_dims, pos, rope_base, model_.rope_freqs, adjacent_pairs);
     std::memcpy(cache.key(pos), k, sizeof(float) * kv_width);
     std::memcpy(cache.value(pos), v, sizeof(float) * v_width);
   }
@@ -245,6 +247,13 @@ void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
     float* row = s.x.get() + size_t(i) * n_embd;
     DequantizeRow(e.type, static_cast<const uint8_t*>(e.data) + tokens[i] * e.row_bytes, row, n_embd);
     if (hp.embd_scale > 0) Scale(row, n_embd, hp.embd_scale);
+  }
+  for (int i = 0; i < n; ++i) {
+    float* angles = s.rope.get() + size_t(i) * 2 * hp.rope_dims;
+    RopeAngles(hp.rope_dims, first_pos + i, hp.rope_base, model_.rope_freqs, angles);
+    if (!hp.swa_layers.empty()) {
+      RopeAngles(hp.rope_dims, first_pos + i, hp.rope_base_swa, model_.rope_freqs, angles + hp.rope_dims);
+    }
   }
   for (int il = 0; il < hp.n_layer; ++il) {
     keep_taps(il);

@@ -11,40 +11,6 @@
 
 namespace kakeya {
 
-void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float mean = static_cast<float>(sum / n);
-  const float scale = 1.0f / std::sqrt(mean + eps);
-  if (w != nullptr) {
-    for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
-  } else {
-    for (int i = 0; i < n; ++i) out[i] = x[i] * scale;
-  }
-}
-
-void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base,
-          const float* freq_factors, bool adjacent_pairs) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
-  const int half = n_rot / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* v = x + static_cast<int64_t>(h) * head_dim;
-    float theta = static_cast<float>(pos);
-    for (int i = 0; i < half; ++i) {
-      const float angle = freq_factors != nullptr ? theta / freq_factors[i] : theta;
-      const float c = std::cos(angle);
-      const float s = std::sin(angle);
-      const int a = adjacent_pairs ? 2 * i : i;
-      const int b = adjacent_pairs ? 2 * i + 1 : i + half;
-      const float x0 = v[a];
-      const float x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
-      theta *= theta_scale;
-    }
-  }
-}
-
 void SiluMul(const float* gate, const float* up, int n, float* out) {
   for (int i = 0; i < n; ++i) {
     const float g = gate[i];
@@ -73,6 +39,10 @@ inline __attribute__((always_inline)) Float16x Load16(const float* p) {
 typedef float Float8x __attribute__((vector_size(32)));
 typedef float Float4x __attribute__((vector_size(16)));
 typedef float Float2x __attribute__((vector_size(8)));
+typedef double Double8x __attribute__((vector_size(64)));
+typedef double Double4x __attribute__((vector_size(32)));
+typedef double Double2x __attribute__((vector_size(16)));
+typedef uint32_t UInt16x __attribute__((vector_size(64)));
 
 // Adds the upper half of a vector onto its lower half: lane l += lane l + width/2.
 template <typename Half, typename Whole>
@@ -89,14 +59,28 @@ inline __attribute__((always_inline)) float SumLanes(const Float16x& v) {
   return pair[0] + pair[1];
 }
 
-// q . k with 16 partial sums (lane l sums elements l, l + 16, ...) added by
-// SumLanes (whole half-vectors, not lane by lane through memory).
-inline __attribute__((always_inline)) float Dot(const float* q, const float* k, int n) {
-  Float16x part = {};
-  int d = 0;
-  for (; d + kLanes <= n; d += kLanes) part += Load16(q + d) * Load16(k + d);
-  for (int l = 0; d < n; ++d, ++l) part[l] += q[d] * k[d];
-  return SumLanes(part);
+// Lane j = SumLanes(v[j]) for 16 vectors at once: each level of SumLanes'
+// tree (halves of 8, 4, 2, then 1 lane) done for several vectors per add by
+// gathering their lower and upper halves into two vectors. The same pairs are
+// added in the same order, so every lane has SumLanes' bits; summing one
+// vector at a time went through memory (a 64-byte store read back as scalars,
+// which stalls store forwarding) and was half the time of attention.
+inline __attribute__((always_inline)) Float16x SumLanes16(const Float16x (&v)[kLanes]) {
+  Float16x eights[8], fours[4], twos[2];
+  for (int m = 0; m < 8; ++m) {  // keys 2m, 2m+1: 8 lanes each
+    eights[m] = __builtin_shufflevector(v[2 * m], v[2 * m + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                __builtin_shufflevector(v[2 * m], v[2 * m + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int m = 0; m < 4; ++m) {  // keys 4m .. 4m+3: 4 lanes each
+    fours[m] = __builtin_shufflevector(eights[2 * m], eights[2 * m + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               __builtin_shufflevector(eights[2 * m], eights[2 * m + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  }
+  for (int m = 0; m < 2; ++m) {  // keys 8m .. 8m+7: 2 lanes each
+    twos[m] = __builtin_shufflevector(fours[2 * m], fours[2 * m + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+              __builtin_shufflevector(fours[2 * m], fours[2 * m + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  }
+  return __builtin_shufflevector(twos[0], twos[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(twos[0], twos[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
 // e^x for x <= 0 (softmax terms) in 16 lanes: Cephes' expf (x = n ln2 + r,
@@ -129,6 +113,66 @@ inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) {
 
 }  // namespace
 
+// The sum of squares in double (as ggml) with 8 partial sums (lane l sums
+// elements l, l + 8, ...) added in a fixed tree, then the scaling 16 lanes at a
+// time. One chain of dependent double adds made this latency-bound: a norm of
+// 384 took ~0.4 us, and a layer runs 4 of them per row plus the q/k norms.
+// A float's square is exact in double, so fused or separate multiply-adds give
+// the same sum.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+  Double8x part = {};
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Float8x f;
+    std::memcpy(&f, x + i, sizeof f);
+    const Double8x d = __builtin_convertvector(f, Double8x);
+    part += d * d;
+  }
+  for (int l = 0; i < n; ++i, ++l) part[l] += static_cast<double>(x[i]) * x[i];
+  const Double2x pair = FoldHalves<Double2x>(FoldHalves<Double4x>(part));
+  const float mean = static_cast<float>((pair[0] + pair[1]) / n);
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    Float16x v = Load16(x + i) * scale;
+    if (w != nullptr) v *= Load16(w + i);
+    std::memcpy(out + i, &v, sizeof v);
+  }
+  for (; i < n; ++i) out[i] = w != nullptr ? x[i] * scale * w[i] : x[i] * scale;
+}
+
+void RopeAngles(int n_rot, int pos, float base, const float* freq_factors, float* cos_sin) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const int half = n_rot / 2;
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    const float angle = freq_factors != nullptr ? theta / freq_factors[i] : theta;
+    cos_sin[i] = std::cos(angle);
+    cos_sin[half + i] = std::sin(angle);
+    theta *= theta_scale;
+  }
+}
+
+void Rope(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin, bool adjacent_pairs) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cos_sin[i];
+      const float s = cos_sin[half + i];
+      const int a = adjacent_pairs ? 2 * i : i;
+      const int b = adjacent_pairs ? 2 * i + 1 : i + half;
+      const float x0 = v[a];
+      const float x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
 // Compiled for AVX-512, AVX2 and the baseline and picked at load (ifunc): the
 // dot products and the weighted sum of values vectorize to the CPU's width.
 // Measured on Zen 5 (1.25B Q4_K_M, 8 rows, context 64): attention was 11% of
@@ -143,14 +187,36 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
   const float* qh = q + static_cast<int64_t>(head) * s.head_dim;
   const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
   const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
+  // Scores of 16 keys at a time. Key j's q . k is 16 partial sums (lane l
+  // sums elements l, l + 16, ...) added by SumLanes; the 16 keys' sums are
+  // independent chains, which the loop over keys inside the loop over
+  // elements keeps in flight together (one key at a time waited on each
+  // multiply-add's latency). A partial block repeats its first key.
   float max_score = -std::numeric_limits<float>::infinity();
   int slot = first_pos % capacity;
-  for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-    const float* kj = k_cache + slot * k_stride + k_offset;
-    float score = Dot(qh, kj, s.head_dim) * s.scale;
-    if (s.softcap > 0.0f) score = s.softcap * std::tanh(score / s.softcap);
-    scores[j] = score;
-    if (score > max_score) max_score = score;
+  for (int j0 = 0; j0 < n_keys; j0 += kLanes) {
+    const int keys = std::min(kLanes, n_keys - j0);
+    const float* kj[kLanes];
+    for (int j = 0; j < keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
+      kj[j] = k_cache + slot * k_stride + k_offset;
+    }
+    for (int j = keys; j < kLanes; ++j) kj[j] = kj[0];
+    Float16x part[kLanes] = {};
+    int d = 0;
+    for (; d + kLanes <= s.head_dim; d += kLanes) {
+      const Float16x qd = Load16(qh + d);
+#pragma GCC unroll 16
+      for (int j = 0; j < kLanes; ++j) part[j] += qd * Load16(kj[j] + d);
+    }
+    for (int l = 0; d < s.head_dim; ++d, ++l) {
+      for (int j = 0; j < kLanes; ++j) part[j][l] += qh[d] * kj[j][d];
+    }
+    Float16x score = SumLanes16(part) * s.scale;
+    for (int j = 0; j < keys; ++j) {
+      if (s.softcap > 0.0f) score[j] = s.softcap * std::tanh(score[j] / s.softcap);
+      scores[j0 + j] = score[j];
+      if (score[j] > max_score) max_score = score[j];
+    }
   }
   // e^(score - max), 16 keys at a time; the last partial vector is padded
   // with the maximum's own score and its padding lanes cleared after.
@@ -221,11 +287,46 @@ const float* GeluTable() {
   return table.data();
 }
 
+// F32ToF16 (dequant.cc) of 16 lanes, each of its branches a select.
+inline __attribute__((always_inline)) UInt16x F32ToF16Lanes(Float16x f) {
+  UInt16x u, sub_bits;
+  std::memcpy(&u, &f, sizeof u);
+  const UInt16x sign = (u >> 16) & 0x8000u;
+  const UInt16x a = u & 0x7FFFFFFFu;
+  Float16x sub;
+  std::memcpy(&sub, &a, sizeof sub);
+  sub += 0.5f;
+  std::memcpy(&sub_bits, &sub, sizeof sub_bits);
+  UInt16x h = (a + 0xC8000FFFu + ((a >> 13) & 1u)) >> 13;
+  h = a < 0x38800000u ? sub_bits - 0x3F000000u : h;
+  const UInt16x infinity = UInt16x{} + 0x7C00u;
+  h = a >= 0x477FF000u ? infinity : h;
+  h = a > 0x7F800000u ? (0x7E00u | ((a >> 13) & 0x3FFu)) : h;
+  return sign | h;
+}
+
 }  // namespace
 
+// 16 lanes at a time: the F16 rounding inlined as selects and the table read
+// per lane; as a scalar loop with a call to F32ToF16 per element it was 5% of a
+// 4-row verify step on the shipped 20M model, all of it on the calling thread.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void GeluMul(const float* gate, const float* up, int n, float* out) {
   const float* table = GeluTable();
-  for (int i = 0; i < n; ++i) {
+  const Float16x zero = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const Float16x x = Load16(gate + i);
+    const UInt16x h = F32ToF16Lanes(x);
+    Float16x g;
+    for (int l = 0; l < kLanes; ++l) g[l] = table[h[l]];
+    g = x <= zero - 10.0f ? zero : x >= zero + 10.0f ? x : g;
+    const Float16x y = g * Load16(up + i);
+    std::memcpy(out + i, &y, sizeof y);
+  }
+  for (; i < n; ++i) {
     const float x = gate[i];
     const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : table[F32ToF16(x)];
     out[i] = g * up[i];

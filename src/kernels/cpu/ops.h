@@ -11,13 +11,16 @@ namespace kakeya {
 // The sum of squares is taken in double, as ggml does. out may alias x.
 void RmsNorm(const float* x, const float* w, int n, float eps, float* out);
 
-// Rotary position embedding of one token's heads, in place.
-// x: F32 [n_heads, head_dim]. Pairs (x[2i], x[2i+1]) when `adjacent_pairs`
-// (ggml mode NORM, llama), else (x[i], x[i + n_rot/2]) (NEOX: qwen, gemma).
-// theta_i = pos * base^(-2i/n_rot), iterated in float as ggml does, divided by
-// freq_factors[i] when given. Elements >= n_rot pass through.
-void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float base,
-          const float* freq_factors, bool adjacent_pairs);
+// Rotary position embedding of one token's heads, in place, in two steps so
+// that the angles of a position are computed once per forward, not per head
+// and layer. RopeAngles writes cos_sin: F32 [n_rot]: cos(theta_i) for i <
+// n_rot/2, then sin(theta_i), with theta_i = pos * base^(-2i/n_rot), iterated
+// in float as ggml does, divided by freq_factors[i] when given.
+// Rope rotates x: F32 [n_heads, head_dim], pairs (x[2i], x[2i+1]) when
+// `adjacent_pairs` (ggml mode NORM, llama), else (x[i], x[i + n_rot/2]) (NEOX:
+// qwen, gemma). Elements >= n_rot pass through.
+void RopeAngles(int n_rot, int pos, float base, const float* freq_factors, float* cos_sin);
+void Rope(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin, bool adjacent_pairs);
 
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void SiluMul(const float* gate, const float* up, int n, float* out);
