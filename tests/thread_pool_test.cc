@@ -32,6 +32,22 @@ TEST(ThreadPool, ManyBackToBackRunsDoNotLoseWork) {
   EXPECT_EQ(sum.load(), 5000 * 15);
 }
 
+// More threads than cores, so workers wake late and find their run over or
+// a later one started: every task must still run once, in its own run.
+TEST(ThreadPool, LateWorkersNeverRunAnotherRunsTask) {
+  ThreadPool pool(8);
+  std::vector<std::atomic<int>> hits(9);
+  for (int round = 0; round < 20000; ++round) {
+    const int n_tasks = 1 + round % 9;
+    for (auto& h : hits) h.store(0);
+    pool.Run(n_tasks, [&, round](int64_t task, int) {
+      ASSERT_LT(task, n_tasks) << "round " << round;
+      hits[task].fetch_add(1);
+    });
+    for (int t = 0; t < 9; ++t) ASSERT_EQ(hits[t].load(), t < n_tasks ? 1 : 0) << "round " << round << " task " << t;
+  }
+}
+
 TEST(ThreadPool, WorkersWakeAfterSleeping) {
   ThreadPool pool(2);
   std::atomic<int> count{0};

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "base/error.h"
+
 #if defined(__x86_64__) || defined(_M_X64)
 #include <immintrin.h>
 #define KAKEYA_PAUSE() _mm_pause()
@@ -38,29 +40,35 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::Drain(int thread) {
+void ThreadPool::Drain(uint32_t run, int thread) {
+  uint64_t next = next_.load(std::memory_order_acquire);
   for (;;) {
-    const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
+    const int64_t task = static_cast<int64_t>(next & 0xFFFFFFFFu);
+    if ((next >> 32) != run || task >= n_tasks_.load(std::memory_order_relaxed)) return;
+    if (!next_.compare_exchange_weak(next, next + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     fn_(ctx_, task, thread);
+    done_.fetch_add(1, std::memory_order_release);
+    next = next_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::RunErased(int64_t n_tasks, void* ctx, TaskFn fn) {
+  if (n_tasks > int64_t{0xFFFFFFFF}) Fail("ThreadPool::Run: ", n_tasks, " tasks; at most 2^32 - 1 per run");
+  const uint64_t run = generation_.load(std::memory_order_relaxed) + 1;
   ctx_ = ctx;
   fn_ = fn;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  n_tasks_.store(n_tasks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  next_.store((run & 0xFFFFFFFFu) << 32, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(run, std::memory_order_release);
   }
   wake_.notify_all();
-  Drain(0);
+  Drain(static_cast<uint32_t>(run), 0);
   // Yield now and then: with more threads than free cores (a busy machine), a
   // worker we wait for may need our core to finish.
-  for (int spins = 1; busy_workers_.load(std::memory_order_acquire) != 0; ++spins) {
+  for (int spins = 1; done_.load(std::memory_order_acquire) != n_tasks; ++spins) {
     KAKEYA_PAUSE();
     if ((spins & 255) == 0) std::this_thread::yield();
   }
@@ -83,8 +91,7 @@ void ThreadPool::WorkerLoop(int thread) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    Drain(thread);
-    busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
+    Drain(static_cast<uint32_t>(seen), thread);
   }
 }
 

@@ -29,6 +29,8 @@ class ThreadPool {
   // threads (the caller included); returns when all are done. Tasks are handed
   // out dynamically, so which thread runs a task varies: fn must not let its
   // result depend on `thread` except for choosing private scratch space.
+  // The caller waits only for tasks that a worker has taken: a worker that
+  // has not woken up yet (descheduled on a busy machine) is not waited for.
   template <typename Fn>
   void Run(int64_t n_tasks, Fn&& fn) {
     if (n_tasks <= 0) return;
@@ -45,18 +47,23 @@ class ThreadPool {
   using TaskFn = void (*)(void* ctx, int64_t task, int thread);
   void RunErased(int64_t n_tasks, void* ctx, TaskFn fn);
   void WorkerLoop(int thread);
-  void Drain(int thread);
+  void Drain(uint32_t run, int thread);
 
   int n_threads_;
   std::vector<std::thread> workers_;
 
-  // The current job; written by the caller before the generation bump.
+  // The current run; ctx_ and fn_ are written by the caller before it
+  // publishes the run in next_, and read by a thread only after it has taken
+  // one of the run's tasks, so they never change under a running task.
   void* ctx_ = nullptr;
   TaskFn fn_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> busy_workers_{0};
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> n_tasks_{0};
+  // (run id << 32) | next task index: taking a task is a compare-exchange
+  // that fails if the run is over, so a late worker cannot take a task of a
+  // later run with the earlier run's view.
+  std::atomic<uint64_t> next_{0};
+  std::atomic<int64_t> done_{0};  // tasks of the current run finished
+  std::atomic<uint64_t> generation_{0};  // the current run id; bumps wake the workers
   std::atomic<bool> stop_{false};
 
   // Workers spin briefly on generation_ and then sleep here.
