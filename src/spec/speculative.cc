@@ -19,11 +19,16 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 // Chooses how many tokens to draft for the next step. Fixed blocks draft
 // block - 1. Adaptive: estimate the per-token acceptance rate a from recent
 // steps (a geometric model: k accepted of m means k successes in k + [k < m]
-// trials, decayed so the estimate follows the text), and draft while the
-// chance that one more draft survives, a^n, still beats its cost: one more
-// verify row plus one draft token, relative to a verify step. When even the
-// first draft does not pay, fall back to plain steps and probe again now and
-// then.
+// trials, decayed so the estimate follows the text), and the costs in ms of a
+// verify step, base + per_row * drafts (a decayed least-squares line through
+// recent steps, which draft different numbers of tokens), and of one draft
+// token; then draft the n that maximizes the expected tokens per ms,
+// (1 + a + ... + a^n) / (base + n * (per_row + draft)). The row cost is
+// measured because it differs by an order of magnitude between models: ~5%
+// of a step for a memory-bound 1B model, ~25% for the compute-bound shipped
+// 20M one, where the fixed 10% this used to assume drafted long blocks that
+// lost to plain decoding. When no draft pays, take plain steps and probe with
+// one draft now and then.
 class DraftLength {
  public:
   explicit DraftLength(const SpecOptions& o) : fixed_(o.block), max_drafts_((o.block > 0 ? o.block : o.max_block) - 1) {}
@@ -31,29 +36,69 @@ class DraftLength {
   int Next() {
     if (fixed_ > 0) return fixed_ - 1;
     const double a = (accepted_ + 1.0) / (trials_ + 2.0);
-    const double threshold = kRowCost + draft_cost_;
-    int n = 0;
-    for (double survive = a; n < max_drafts_ && survive >= threshold; survive *= a) ++n;
-    if (n == 0 && ++plain_steps_ % kProbeEvery == 0) n = 1;
-    return n;
+    const double per_draft = RowMs() + draft_ms_;
+    int best = 0;
+    double best_rate = 0, tokens = 0, survive = 1;
+    for (int n = 0; n <= max_drafts_; ++n, survive *= a) {
+      tokens += survive;
+      const double rate = tokens / (BaseMs() + n * per_draft);
+      if (rate > best_rate) best = n, best_rate = rate;
+    }
+    if (best == 0 && ++plain_steps_ % kProbeEvery == 0) best = 1;
+    return best;
   }
 
   void Observe(int drafted, int accepted, double draft_ms, double verify_ms) {
+    if (fit_w_ == 0) {
+      // Before any timing: a prior line at kPriorRowCost of a step through
+      // the first step's cost, worth two steps, so the first fits are sane.
+      const double base = verify_ms / (1 + kPriorRowCost * drafted);
+      AddPoint(0, base);
+      AddPoint(kPriorSpread, base * (1 + kPriorRowCost * kPriorSpread));
+    }
+    AddPoint(drafted, verify_ms);
     if (drafted == 0) return;
     accepted_ = kDecay * accepted_ + accepted;
     trials_ = kDecay * trials_ + accepted + (accepted < drafted ? 1 : 0);
-    if (verify_ms > 0) draft_cost_ = kDecay * draft_cost_ + (1 - kDecay) * (draft_ms / drafted / verify_ms);
+    draft_ms_ = draft_seen_ ? kDecay * draft_ms_ + (1 - kDecay) * (draft_ms / drafted) : draft_ms / drafted;
+    draft_seen_ = true;
   }
 
  private:
+  void AddPoint(double x, double y) {
+    fit_w_ = kDecay * fit_w_ + 1;
+    fit_x_ = kDecay * fit_x_ + x;
+    fit_y_ = kDecay * fit_y_ + y;
+    fit_xx_ = kDecay * fit_xx_ + x * x;
+    fit_xy_ = kDecay * fit_xy_ + x * y;
+  }
+  // The fitted line, its slope kept within [1%, 100%] of its intercept
+  // (timing noise on a busy machine can tilt a fit anywhere).
+  double BaseMs() const {
+    if (fit_w_ == 0) return 1;
+    return std::max(1e-6, (fit_y_ - SlopeMs() * fit_x_) / fit_w_);
+  }
+  double SlopeMs() const {
+    const double spread = fit_w_ * fit_xx_ - fit_x_ * fit_x_;
+    return spread > 1e-9 ? (fit_w_ * fit_xy_ - fit_x_ * fit_y_) / spread : 0;
+  }
+  double RowMs() const {
+    if (fit_w_ == 0) return kPriorRowCost;
+    const double mean = fit_y_ / fit_w_;
+    return std::clamp(SlopeMs(), 0.01 * mean, mean);
+  }
+
   static constexpr double kDecay = 0.9;
-  static constexpr double kRowCost = 0.1;  // one more verify row, relative to a step (DESIGN.md target)
+  static constexpr double kPriorRowCost = 0.1;  // one more verify row, relative to a step (DESIGN.md target)
+  static constexpr double kPriorSpread = 8;     // drafts at the prior's second point
   static constexpr int kProbeEvery = 8;
   int fixed_;
   int max_drafts_;
   double accepted_ = 0;
   double trials_ = 0;
-  double draft_cost_ = 0;
+  double draft_ms_ = 0;  // per draft token
+  bool draft_seen_ = false;
+  double fit_w_ = 0, fit_x_ = 0, fit_y_ = 0, fit_xx_ = 0, fit_xy_ = 0;  // decayed sums of (drafts, verify ms)
   int plain_steps_ = 0;
 };
 
