@@ -5,7 +5,10 @@
 // "MatMulInCache": the same kernels on 512 KB of weights (in L2) on one
 // thread, timed in CPU time: the compute cost per weight byte, which is what
 // decides cost(L rows) / cost(1 row) once it exceeds the DRAM time, and which
-// stays meaningful when other processes share the cores.
+// stays meaningful when other processes share the cores. "ComputePeak": the
+// multiply-add rate of one core on registers alone (F32 FMA, and the int8 dot
+// products the quantized kernels use), the ceiling that MatMulInCache's
+// GMACps counter is to be read against.
 //
 //   build-kern/bin/matmul_bench --benchmark_filter='MatMul/(F16|Q8_0|Q4_K)/avx512_vnni'
 #include <benchmark/benchmark.h>
@@ -105,6 +108,8 @@ void BM_MatMul(benchmark::State& state, DType type, bool pack, std::string targe
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.counters["weight_GBps"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["rows"] = n_rows;
+  const double macs = static_cast<double>(n_rows) * static_cast<double>(weights.w.n_out) * kNIn;
+  state.counters["GMACps"] = benchmark::Counter(macs * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(NameOf(type)) + (pack ? " packed " : " ") + target + " " +
                  std::to_string(weights.w.n_out) + "x" + std::to_string(kNIn));
 }
@@ -159,7 +164,86 @@ void BM_StreamRoofline(benchmark::State& state) {
   state.SetLabel(avx512 ? "avx512 loads" : "avx2 loads");
 }
 
+// Peak multiply-add rates of one core: kChains independent accumulators (more
+// than latency x issue width), registers only. Each returns a value that
+// depends on every step so the compiler keeps the loop.
+constexpr int kChains = 12;
+__attribute__((target("avx512f"))) float PeakFmaAvx512(int64_t iters) {
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  }
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm512_add_ps(acc[0], acc[k]);
+  return _mm512_reduce_add_ps(acc[0]);
+}
+__attribute__((target("avx2,fma"))) float PeakFmaAvx2(int64_t iters) {
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  __m256 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k));
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  }
+  alignas(32) float v[8];
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm256_add_ps(acc[0], acc[k]);
+  _mm256_store_ps(v, acc[0]);
+  return v[0] + v[7];
+}
+// vpdpbusd: 64 u8 x s8 multiply-adds per instruction (the Q8_0/K-quant kernels on
+// AVX-512 VNNI).
+__attribute__((target("avx512f,avx512vnni"))) float PeakDpbusdAvx512(int64_t iters) {
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-5);
+  __m512i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_epi32(k);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], a, b);
+  }
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm512_add_epi32(acc[0], acc[k]);
+  return static_cast<float>(_mm512_reduce_add_epi32(acc[0]));
+}
+// AVX2 without VNNI: vpmaddubsw + vpmaddwd + vpaddd, 32 multiply-adds per three
+// instructions.
+__attribute__((target("avx2"))) float PeakMaddubsAvx2(int64_t iters) {
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-5), ones = _mm256_set1_epi16(1);
+  __m256i acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_epi32(k);
+  for (int64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < kChains; ++k) {
+      acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones));
+    }
+  }
+  for (int k = 1; k < kChains; ++k) acc[0] = _mm256_add_epi32(acc[0], acc[k]);
+  return static_cast<float>(_mm256_extract_epi32(acc[0], 0));
+}
+
+void BM_ComputePeak(benchmark::State& state, float (*kernel)(int64_t), int macs_per_chain_step) {
+  constexpr int64_t kIters = 1 << 16;
+  float sink = 0;
+  for (auto _ : state) sink += kernel(kIters);
+  benchmark::DoNotOptimize(sink);
+  const double macs = static_cast<double>(kIters) * kChains * macs_per_chain_step;
+  state.counters["GMACps"] = benchmark::Counter(macs * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 int Register() {
+  const struct {
+    const char* name;
+    bool supported;
+    float (*kernel)(int64_t);
+    int macs;
+  } peaks[] = {
+      {"fma_f32/avx512", __builtin_cpu_supports("avx512f") != 0, PeakFmaAvx512, 16},
+      {"fma_f32/avx2", __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"), PeakFmaAvx2, 8},
+      {"dpbusd_i8/avx512_vnni", __builtin_cpu_supports("avx512vnni") != 0, PeakDpbusdAvx512, 64},
+      {"maddubs_i8/avx2", __builtin_cpu_supports("avx2") != 0, PeakMaddubsAvx2, 32},
+  };
+  for (const auto& p : peaks) {
+    if (!p.supported) continue;
+    benchmark::RegisterBenchmark((std::string("ComputePeak/") + p.name).c_str(),
+                                 [p](benchmark::State& s) { BM_ComputePeak(s, p.kernel, p.macs); })
+        ->MeasureProcessCPUTime()->MinTime(0.2)->Unit(benchmark::kMicrosecond);
+  }
   benchmark::RegisterBenchmark("StreamRoofline/1GB", BM_StreamRoofline)->UseRealTime()->MinTime(1.0);
   const DType types[] = {DType::kF16,  DType::kQ8_0, DType::kQ4_K, DType::kF32,
                          DType::kBF16, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
