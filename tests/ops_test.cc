@@ -1,8 +1,9 @@
-// AttendOneHead against a float64 softmax-attention written out naively here:
-// grouped heads, ring caches read across their wrap, key counts that are and
-// are not multiples of the 16-lane vectors, value widths with a scalar tail,
-// gemma2's soft-cap, and scores far enough apart that most exponentials
-// underflow. GeluMul bit for bit against ggml's definition, written out per
+// AttendKvHead against a float64 softmax-attention written out naively here:
+// grouped heads, ring caches read across their wrap, sliding windows, key
+// counts that are and are not multiples of the 16-lane vectors, value widths
+// with a scalar tail, gemma2's soft-cap, and scores far enough apart that most
+// exponentials underflow; several rows per call give each row the bits it
+// gets alone. GeluMul bit for bit against ggml's definition, written out per
 // element here, over a sample of every float bit pattern; RmsNorm against
 // float64.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -26,17 +28,18 @@ struct Case {
   float q_scale;  // large: scores spread over hundreds of nats
 };
 
-// out[h * value_dim + d] for every head, in float64.
-std::vector<double> Reference(const Case& c, const AttentionShape& s, const std::vector<float>& q,
-                              const std::vector<float>& k, const std::vector<float>& v) {
+// out[h * value_dim + d] for every head of one row (queries q), which sees the
+// keys of positions [first, first + n_keys), in float64.
+std::vector<double> Reference(const Case& c, const AttentionShape& s, const float* q, const std::vector<float>& k,
+                              const std::vector<float>& v, int first, int n_keys) {
   const int k_stride = c.n_head_kv * c.head_dim, v_stride = c.n_head_kv * c.value_dim;
   std::vector<double> out(size_t(c.n_head) * c.value_dim, 0.0);
   for (int h = 0; h < c.n_head; ++h) {
     const int g = h / (c.n_head / c.n_head_kv);
-    std::vector<double> score(c.n_keys);
+    std::vector<double> score(n_keys);
     double max_score = -INFINITY;
-    for (int j = 0; j < c.n_keys; ++j) {
-      const int slot = (c.first_pos + j) % c.capacity;
+    for (int j = 0; j < n_keys; ++j) {
+      const int slot = (first + j) % c.capacity;
       double dot = 0;
       for (int d = 0; d < c.head_dim; ++d) {
         dot += double(q[h * c.head_dim + d]) * k[size_t(slot) * k_stride + g * c.head_dim + d];
@@ -48,8 +51,8 @@ std::vector<double> Reference(const Case& c, const AttentionShape& s, const std:
     }
     double sum = 0;
     for (double& x : score) sum += (x = std::exp(x - max_score));
-    for (int j = 0; j < c.n_keys; ++j) {
-      const int slot = (c.first_pos + j) % c.capacity;
+    for (int j = 0; j < n_keys; ++j) {
+      const int slot = (first + j) % c.capacity;
       for (int d = 0; d < c.value_dim; ++d) {
         out[h * c.value_dim + d] += score[j] / sum * v[size_t(slot) * v_stride + g * c.value_dim + d];
       }
@@ -58,7 +61,25 @@ std::vector<double> Reference(const Case& c, const AttentionShape& s, const std:
   return out;
 }
 
-TEST(AttendOneHeadTest, MatchesFloat64Softmax) {
+// Runs rows [r0, r0 + n_rows) of the case's rows in one call per KV head.
+void Attend(const Case& c, const AttentionShape& s, int window, int first_row_pos, int r0, int n_rows,
+            const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+            std::vector<float>& out) {
+  const int q_width = c.n_head * c.head_dim, o_width = c.n_head * c.value_dim;
+  const int last = first_row_pos + r0 + n_rows - 1;
+  const int max_keys = window > 0 ? std::min(window, last + 1) : last + 1;
+  std::vector<float> scratch(AttendScratchFloats(s, n_rows, max_keys));
+  const KvView kv{k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.capacity};
+  for (int g = 0; g < c.n_head_kv; ++g) {
+    const AttentionRows rows{n_rows, first_row_pos + r0, window, q.data() + size_t(r0) * q_width, q_width,
+                             out.data() + size_t(r0) * o_width, o_width};
+    AttendKvHead(s, g, rows, kv, scratch.data());
+  }
+}
+
+TEST(AttendKvHeadTest, MatchesFloat64SoftmaxAndRowsAreIndependent) {
+  // The last row sees n_keys keys from first_pos (a window of n_keys when
+  // first_pos > 0); the rows before it sit at the positions before.
   const Case cases[] = {
       {6, 2, 64, 64, 512, 0, 1, 0, 1},        // one key: the output is its value
       {6, 2, 64, 64, 512, 0, 300, 0, 1},      // 300 keys = 18 vectors + 12
@@ -69,6 +90,7 @@ TEST(AttendOneHeadTest, MatchesFloat64Softmax) {
       {8, 4, 256, 256, 256, 10, 200, 50, 1},  // gemma shapes: 256-wide heads, soft-cap
       {4, 2, 64, 64, 256, 3, 250, 0, 30},     // scores hundreds of nats apart
   };
+  constexpr int kRows = 5;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.f, 1.f);
   for (const Case& c : cases) {
@@ -77,20 +99,29 @@ TEST(AttendOneHeadTest, MatchesFloat64Softmax) {
                                     << " keys " << c.n_keys << " softcap " << c.softcap << " q x" << c.q_scale);
     const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)),
                            c.softcap};
-    std::vector<float> q(size_t(c.n_head) * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
+    const int window = c.first_pos > 0 ? c.n_keys : 0;
+    const int last_pos = c.first_pos + c.n_keys - 1;
+    const int n_rows = std::min(kRows, last_pos + 1);
+    const int first_row_pos = last_pos - n_rows + 1;
+    std::vector<float> q(size_t(n_rows) * c.n_head * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
         v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
     for (float& x : q) x = normal(rng) * c.q_scale;
     for (float& x : k) x = normal(rng);
     for (float& x : v) x = normal(rng);
-    const std::vector<double> ref = Reference(c, s, q, k, v);
-    std::vector<float> out(size_t(c.n_head) * c.value_dim, NAN), scores(c.n_keys);
-    for (int h = 0; h < c.n_head; ++h) {
-      AttendOneHead(s, h, q.data(), k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim,
-                    c.capacity, c.first_pos, c.n_keys, scores.data(), out.data());
-    }
-    for (size_t i = 0; i < out.size(); ++i) {
-      // Each output is a convex combination of values of magnitude ~1.
-      ASSERT_NEAR(out[i], ref[i], 2e-5) << "output " << i;
+    const size_t o_width = size_t(c.n_head) * c.value_dim;
+    std::vector<float> together(n_rows * o_width, NAN), alone(n_rows * o_width, NAN);
+    Attend(c, s, window, first_row_pos, 0, n_rows, q, k, v, together);
+    for (int r = 0; r < n_rows; ++r) Attend(c, s, window, first_row_pos, r, 1, q, k, v, alone);
+    ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)));
+    for (int r = 0; r < n_rows; ++r) {
+      const int pos = first_row_pos + r;
+      const int first = window > 0 && pos >= window ? pos - window + 1 : 0;
+      const std::vector<double> ref =
+          Reference(c, s, q.data() + size_t(r) * c.n_head * c.head_dim, k, v, first, pos - first + 1);
+      for (size_t i = 0; i < o_width; ++i) {
+        // Each output is a convex combination of values of magnitude ~1.
+        ASSERT_NEAR(together[r * o_width + i], ref[i], 2e-5) << "row " << r << " output " << i;
+      }
     }
   }
 }

@@ -33,6 +33,14 @@ class Buffer {
   std::unique_ptr<T, FreeDeleter> data_;
 };
 
+AttentionShape AttentionShapeOf(const HParams& hp) {
+  return {hp.n_head, hp.n_head_kv, hp.head_dim, hp.value_dim, hp.attn_scale, hp.attn_softcap};
+}
+
+// Rows per attention task at most: up to 16 (row, query head) pairs share each
+// block of keys and values while it is in L1 (AttendKvHead).
+int MaxAttentionRows(const HParams& hp) { return std::max(1, 16 / (hp.n_head / hp.n_head_kv)); }
+
 }  // namespace
 
 // Buffers sized once from the model and the options. B = max_batch rows;
@@ -48,7 +56,7 @@ struct Context::Scratch {
   Buffer<float> gate;     // F32 [B, n_ff]
   Buffer<float> up;       // F32 [B, n_ff]
   Buffer<float> logits;   // F32 [max_logit_rows, n_vocab]
-  Buffer<float> scores;   // F32 [n_threads, n_ctx] attention weights per thread
+  Buffer<float> scores;   // F32 [n_threads, attention_floats] attention scratch per thread
   Buffer<uint8_t> matmul; // MatMul scratch (activation rows quantized for integer dots)
   Buffer<float> taps;     // F32 [n_taps, max_logit_rows, n_embd]
   Buffer<float> rope;     // F32 [B, 2, rope_dims] RopeAngles per row: global layers', then sliding layers'
@@ -102,7 +110,8 @@ Context::Context(const Model& model, const ContextOptions& options)
   s_->gate = Buffer<float>(B * hp.n_ff);
   s_->up = Buffer<float>(B * hp.n_ff);
   s_->logits = Buffer<float>(size_t(options_.max_logit_rows) * hp.n_vocab);
-  s_->scores = Buffer<float>(size_t(pool_.size()) * options_.n_ctx);
+  attention_floats_ = AttendScratchFloats(AttentionShapeOf(hp), MaxAttentionRows(hp), options_.n_ctx);
+  s_->scores = Buffer<float>(size_t(pool_.size()) * attention_floats_);
   s_->matmul = Buffer<uint8_t>(matmul_bytes);
   s_->rope = Buffer<float>(B * 2 * hp.rope_dims);
 }
@@ -180,16 +189,19 @@ void Context::RunLayer(int il, int n, int first_pos) {
     std::memcpy(cache.key(pos), k, sizeof(float) * kv_width);
     std::memcpy(cache.value(pos), v, sizeof(float) * v_width);
   }
-  const AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, hp.value_dim, hp.attn_scale, hp.attn_softcap};
-  const size_t n_ctx = options_.n_ctx;
-  pool_.Run(int64_t(n) * hp.n_head, [&](int64_t task, int thread) {
-    const int i = static_cast<int>(task / hp.n_head);
-    const int h = static_cast<int>(task % hp.n_head);
-    const int pos = first_pos + i;
-    const int first = cache.FirstVisible(pos);
-    AttendOneHead(shape, h, s.q.get() + size_t(i) * q_width, cache.keys(), kv_width, cache.values(), v_width,
-                  cache.capacity(), first, pos - first + 1, s.scores.get() + size_t(thread) * n_ctx,
-                  s.attn.get() + size_t(i) * o_width);
+  // Tasks of (rows, KV head): about two per thread, each row's result the
+  // same however the rows are grouped.
+  const int chunks_per_head = (2 * pool_.size() + hp.n_head_kv - 1) / hp.n_head_kv;
+  const int rows_per_task = std::clamp((n + chunks_per_head - 1) / chunks_per_head, 1, MaxAttentionRows(hp));
+  const int n_chunks = (n + rows_per_task - 1) / rows_per_task;
+  const AttentionShape shape = AttentionShapeOf(hp);
+  const KvView kv{cache.keys(), kv_width, cache.values(), v_width, cache.capacity()};
+  pool_.Run(int64_t(n_chunks) * hp.n_head_kv, [&](int64_t task, int thread) {
+    const int r0 = static_cast<int>(task / hp.n_head_kv) * rows_per_task;
+    const AttentionRows rows{std::min(rows_per_task, n - r0), first_pos + r0, cache.window(),
+                             s.q.get() + size_t(r0) * q_width, q_width, s.attn.get() + size_t(r0) * o_width, o_width};
+    AttendKvHead(shape, static_cast<int>(task % hp.n_head_kv), rows, kv,
+                 s.scores.get() + size_t(thread) * attention_floats_);
   });
   matmul(L.wo, s.attn.get(), s.proj.get());
   add_residual(L.post_attn_norm);

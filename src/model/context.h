@@ -74,6 +74,7 @@ class Context {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Scratch> s_;
   std::vector<int> taps_;
+  size_t attention_floats_ = 0;  // AttendKvHead scratch per thread
   int n_logit_rows_ = 0;
 };
 

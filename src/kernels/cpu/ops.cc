@@ -173,53 +173,31 @@ void Rope(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin, 
   }
 }
 
-// Compiled for AVX-512, AVX2 and the baseline and picked at load (ifunc): the
-// dot products and the weighted sum of values vectorize to the CPU's width.
-// Measured on Zen 5 (1.25B Q4_K_M, 8 rows, context 64): attention was 11% of
-// the step with the baseline (SSE2) code alone.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
-                   int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
-                   int first_pos, int n_keys, float* scores, float* out) {
-  const int kv_head = head / (s.n_head / s.n_head_kv);
-  const float* qh = q + static_cast<int64_t>(head) * s.head_dim;
-  const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
-  const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
-  // Scores of 16 keys at a time. Key j's q . k is 16 partial sums (lane l
-  // sums elements l, l + 16, ...) added by SumLanes; the 16 keys' sums are
-  // independent chains, which the loop over keys inside the loop over
-  // elements keeps in flight together (one key at a time waited on each
-  // multiply-add's latency). A partial block repeats its first key.
-  float max_score = -std::numeric_limits<float>::infinity();
-  int slot = first_pos % capacity;
-  for (int j0 = 0; j0 < n_keys; j0 += kLanes) {
-    const int keys = std::min(kLanes, n_keys - j0);
-    const float* kj[kLanes];
-    for (int j = 0; j < keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-      kj[j] = k_cache + slot * k_stride + k_offset;
-    }
-    for (int j = keys; j < kLanes; ++j) kj[j] = kj[0];
-    Float16x part[kLanes] = {};
-    int d = 0;
-    for (; d + kLanes <= s.head_dim; d += kLanes) {
-      const Float16x qd = Load16(qh + d);
+namespace {
+
+// Scores of 16 consecutive keys (pointers kj) for one query head qh: key j's
+// q . k is 16 partial sums (lane l sums elements l, l + 16, ...) added by
+// SumLanes, times the scale. The 16 keys' sums are independent chains, which
+// the loop over keys inside the loop over elements keeps in flight together
+// (one key at a time waited on each multiply-add's latency).
+inline __attribute__((always_inline)) Float16x ScoreBlock(const float* qh, const float* const (&kj)[kLanes],
+                                                          int head_dim, float scale) {
+  Float16x part[kLanes] = {};
+  int d = 0;
+  for (; d + kLanes <= head_dim; d += kLanes) {
+    const Float16x qd = Load16(qh + d);
 #pragma GCC unroll 16
-      for (int j = 0; j < kLanes; ++j) part[j] += qd * Load16(kj[j] + d);
-    }
-    for (int l = 0; d < s.head_dim; ++d, ++l) {
-      for (int j = 0; j < kLanes; ++j) part[j][l] += qh[d] * kj[j][d];
-    }
-    Float16x score = SumLanes16(part) * s.scale;
-    for (int j = 0; j < keys; ++j) {
-      if (s.softcap > 0.0f) score[j] = s.softcap * std::tanh(score[j] / s.softcap);
-      scores[j0 + j] = score[j];
-      if (score[j] > max_score) max_score = score[j];
-    }
+    for (int j = 0; j < kLanes; ++j) part[j] += qd * Load16(kj[j] + d);
   }
-  // e^(score - max), 16 keys at a time; the last partial vector is padded
-  // with the maximum's own score and its padding lanes cleared after.
+  for (int l = 0; d < head_dim; ++d, ++l) {
+    for (int j = 0; j < kLanes; ++j) part[j][l] += qh[d] * kj[j][d];
+  }
+  return SumLanes16(part) * scale;
+}
+
+// scores[j] = e^(scores[j] - max) / sum, 16 keys at a time; the last partial
+// vector is padded with the maximum's own score and its padding lanes cleared.
+inline __attribute__((always_inline)) void Softmax(float* scores, int n_keys, float max_score) {
   Float16x sums = {};
   for (int j = 0; j < n_keys; j += kLanes) {
     const int lanes = std::min(kLanes, n_keys - j);
@@ -233,37 +211,123 @@ void AttendOneHead(const AttentionShape& s, int head, const float* q, const floa
   }
   const float inv_sum = 1.0f / SumLanes(sums);
   for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
-  // Output elements summed over the keys in registers, in key order for every
-  // element (the order of a plain loop over keys). 64 elements per pass make
-  // four independent accumulator chains: one chain waits on the latency of
-  // each add, which made this loop 37% of attention.
-  float* oh = out + static_cast<int64_t>(head) * s.value_dim;
+}
+
+// out[d] += sum over keys j < n_keys of weight[j] * vj[j][d], in key order for
+// every element d. 64 elements per pass make four independent accumulator
+// chains (one waited on the latency of each add).
+inline __attribute__((always_inline)) void AddWeightedValues(const float* weight, const float* const* vj, int n_keys,
+                                                             int value_dim, float* out) {
   constexpr int kChains = 4;
   int d0 = 0;
-  for (; d0 + kChains * kLanes <= s.value_dim; d0 += kChains * kLanes) {
-    Float16x acc[kChains] = {};
-    slot = first_pos % capacity;
-    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-      const float* vj = v_cache + slot * v_stride + v_offset + d0;
-      for (int c = 0; c < kChains; ++c) acc[c] += scores[j] * Load16(vj + c * kLanes);
+  for (; d0 + kChains * kLanes <= value_dim; d0 += kChains * kLanes) {
+    Float16x acc[kChains];
+    std::memcpy(acc, out + d0, sizeof acc);
+    for (int j = 0; j < n_keys; ++j) {
+      for (int c = 0; c < kChains; ++c) acc[c] += weight[j] * Load16(vj[j] + d0 + c * kLanes);
     }
-    std::memcpy(oh + d0, acc, sizeof acc);
+    std::memcpy(out + d0, acc, sizeof acc);
   }
-  for (; d0 + kLanes <= s.value_dim; d0 += kLanes) {
-    Float16x acc = {};
-    slot = first_pos % capacity;
-    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-      acc += scores[j] * Load16(v_cache + slot * v_stride + v_offset + d0);
-    }
-    std::memcpy(oh + d0, &acc, sizeof acc);
+  for (; d0 + kLanes <= value_dim; d0 += kLanes) {
+    Float16x acc = Load16(out + d0);
+    for (int j = 0; j < n_keys; ++j) acc += weight[j] * Load16(vj[j] + d0);
+    std::memcpy(out + d0, &acc, sizeof acc);
   }
-  for (; d0 < s.value_dim; ++d0) {  // value_dim not a multiple of 16
-    float acc = 0;
-    slot = first_pos % capacity;
-    for (int j = 0; j < n_keys; ++j, slot = slot + 1 == capacity ? 0 : slot + 1) {
-      acc += scores[j] * v_cache[slot * v_stride + v_offset + d0];
+  for (; d0 < value_dim; ++d0) {  // value_dim not a multiple of 16
+    float acc = out[d0];
+    for (int j = 0; j < n_keys; ++j) acc += weight[j] * vj[j][d0];
+    out[d0] = acc;
+  }
+}
+
+}  // namespace
+
+size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys) {
+  const size_t slots = size_t(n_rows) * (s.n_head / s.n_head_kv);
+  return slots * max_keys + slots;
+}
+
+// Compiled for AVX-512, AVX2 and the baseline and picked at load (ifunc): the
+// dot products and the weighted sum of values vectorize to the CPU's width.
+// Measured on Zen 5 (1.25B Q4_K_M, 8 rows, context 64): attention was 11% of
+// the step with the baseline (SSE2) code alone.
+//
+// Keys and values are read in blocks of 16 positions, each block used by
+// every (row, head) of the call while it is in L1: one (row, head) at a time
+// streamed the whole window from L2 for each, and attention was a quarter of
+// a 6-row verify step of the shipped 20M model. Each (row, head) still
+// visits its keys in position order with the arithmetic of a lone pass.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv,
+                  float* scratch) {
+  const int group = s.n_head / s.n_head_kv;
+  const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
+  const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
+  auto first_key = [&](int pos) { return rows.window > 0 && pos >= rows.window ? pos - rows.window + 1 : 0; };
+  const int first_pos = rows.first_pos;
+  const int last_pos = first_pos + rows.n_rows - 1;
+  const int begin = first_key(first_pos);             // the earliest key any row sees
+  const int stride = last_pos - first_key(last_pos) + 1;  // the last row sees the most keys
+  const int slots = rows.n_rows * group;
+  float* max_score = scratch + size_t(slots) * stride;
+  // Row r's weights: [0] is its first key's.
+  auto weights = [&](int r, int g) { return scratch + size_t(r * group + g) * stride; };
+  auto query = [&](int r, int g) { return rows.q + r * rows.q_stride + int64_t(kv_head * group + g) * s.head_dim; };
+  auto output = [&](int r, int g) { return rows.out + r * rows.out_stride + int64_t(kv_head * group + g) * s.value_dim; };
+  // The part of block [p0, p1) that row r sees.
+  auto visible = [&](int r, int p0, int p1, int* lo, int* hi) {
+    *lo = std::max(p0, first_key(first_pos + r));
+    *hi = std::min(p1, first_pos + r + 1);
+    return *lo < *hi;
+  };
+  for (int i = 0; i < slots; ++i) max_score[i] = -std::numeric_limits<float>::infinity();
+
+  // Scores, and each (row, head)'s running maximum in key order. A partial
+  // block repeats its first key.
+  for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
+    const int p1 = std::min(p0 + kLanes, last_pos + 1);
+    const float* kj[kLanes];
+    for (int p = p0; p < p0 + kLanes; ++p) {
+      kj[p - p0] = kv.k + (p < p1 ? p : p0) % kv.capacity * kv.k_stride + k_offset;
     }
-    oh[d0] = acc;
+    for (int r = 0; r < rows.n_rows; ++r) {
+      int lo, hi;
+      if (!visible(r, p0, p1, &lo, &hi)) continue;
+      for (int g = 0; g < group; ++g) {
+        Float16x score = ScoreBlock(query(r, g), kj, s.head_dim, s.scale);
+        float* w = weights(r, g) + (lo - first_key(first_pos + r));
+        float& max = max_score[r * group + g];
+        for (int p = lo; p < hi; ++p) {
+          float x = score[p - p0];
+          if (s.softcap > 0.0f) x = s.softcap * std::tanh(x / s.softcap);
+          w[p - lo] = x;
+          if (x > max) max = x;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < rows.n_rows; ++r) {
+    const int first = first_key(first_pos + r);
+    for (int g = 0; g < group; ++g) {
+      Softmax(weights(r, g), first_pos + r - first + 1, max_score[r * group + g]);
+      std::fill_n(output(r, g), s.value_dim, 0.0f);
+    }
+  }
+  // Weighted values, block by block, into the outputs.
+  for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
+    const int p1 = std::min(p0 + kLanes, last_pos + 1);
+    const float* vj[kLanes];
+    for (int p = p0; p < p1; ++p) vj[p - p0] = kv.v + p % kv.capacity * kv.v_stride + v_offset;
+    for (int r = 0; r < rows.n_rows; ++r) {
+      int lo, hi;
+      if (!visible(r, p0, p1, &lo, &hi)) continue;
+      const int skip = lo - first_key(first_pos + r);  // this block's first visible key, in the row's weights
+      for (int g = 0; g < group; ++g) {
+        AddWeightedValues(weights(r, g) + skip, vj + (lo - p0), hi - lo, s.value_dim, output(r, g));
+      }
+    }
   }
 }
 

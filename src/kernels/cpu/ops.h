@@ -3,6 +3,7 @@
 // depends on the other rows of the batch or on the thread count.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kakeya {
@@ -28,14 +29,19 @@ void SiluMul(const float* gate, const float* up, int n, float* out);
 // x[i] += y[i]
 void AddInPlace(float* x, const float* y, int n);
 
-// Attention of one query row, one head, over the keys of positions
-// [first_pos, first_pos + n_keys) of one sequence's cache. The cache is a ring
-// of `capacity` rows (a full cache is a ring that never wraps): position p is
-// row p % capacity of k_cache (F32 [capacity, k_stride]) and v_cache
-// (F32 [capacity, v_stride]). Keys are visited in position order, so a ring
-// and a full cache give the same bits. Query head h reads KV head
-// h / (n_head / n_head_kv). q: F32 [n_head, head_dim]; `scores` is scratch of
-// n_keys floats; writes out[head]: F32 [n_head, value_dim].
+// Attention of rows of one sequence for the query heads of one KV head.
+// Row r is the token at position first_pos + r; it sees the keys of positions
+// [FirstKey, first_pos + r], FirstKey = pos - window + 1 with a sliding window
+// (window > 0, pos >= window), else 0. The cache is a ring of `capacity` rows
+// (a full cache is a ring that never wraps): position p is row p % capacity of
+// k (F32 [capacity, k_stride]) and v (F32 [capacity, v_stride]). Keys are
+// visited in position order, so a ring and a full cache give the same bits,
+// and a row's result does not depend on the other rows of the call.
+// Query head h reads KV head h / (n_head / n_head_kv); row r's queries are
+// F32 [n_head, head_dim] at q + r * q_stride, and the call writes heads
+// kv_head * group .. + group - 1 of its outputs, F32 [n_head, value_dim] at
+// out + r * out_stride. scratch: AttendScratchFloats(s, n_rows, keys of the
+// last row) floats.
 struct AttentionShape {
   int n_head;
   int n_head_kv;
@@ -44,9 +50,25 @@ struct AttentionShape {
   float scale;    // multiplies q.k
   float softcap;  // > 0: scores become softcap * tanh(score / softcap) (gemma2)
 };
-void AttendOneHead(const AttentionShape& s, int head, const float* q, const float* k_cache,
-                   int64_t k_stride, const float* v_cache, int64_t v_stride, int capacity,
-                   int first_pos, int n_keys, float* scores, float* out);
+struct AttentionRows {
+  int n_rows;
+  int first_pos;
+  int window;  // 0: every earlier position
+  const float* q;
+  int64_t q_stride;
+  float* out;
+  int64_t out_stride;
+};
+struct KvView {
+  const float* k;
+  int64_t k_stride;
+  const float* v;
+  int64_t v_stride;
+  int capacity;
+};
+size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys);
+void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv,
+                  float* scratch);
 
 // out[i] = gelu(gate[i]) * up[i] with ggml's CPU GELU: tanh approximation,
 // evaluated on the input rounded to F16 and rounded to F16 again (ggml looks
