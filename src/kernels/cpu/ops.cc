@@ -189,8 +189,16 @@ inline __attribute__((always_inline)) Float16x ScoreBlock(const float* qh, const
 #pragma GCC unroll 16
     for (int j = 0; j < kLanes; ++j) part[j] += qd * Load16(kj[j] + d);
   }
+  // head_dim not a multiple of 16: element d goes to lane l as a select, so
+  // that part[] is only ever indexed by constants and stays in registers.
+  typedef int32_t Int16x __attribute__((vector_size(64)));
+  const Int16x lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   for (int l = 0; d < head_dim; ++d, ++l) {
-    for (int j = 0; j < kLanes; ++j) part[j][l] += qh[d] * kj[j][d];
+    const Float16x qd = Float16x{} + qh[d];
+    for (int j = 0; j < kLanes; ++j) {
+      const Float16x sum = part[j] + qd * (Float16x{} + kj[j][d]);
+      part[j] = lanes == l ? sum : part[j];
+    }
   }
   return SumLanes16(part) * scale;
 }
@@ -213,30 +221,41 @@ inline __attribute__((always_inline)) void Softmax(float* scores, int n_keys, fl
   for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
 }
 
-// out[d] += sum over keys j < n_keys of weight[j] * vj[j][d], in key order for
-// every element d. 64 elements per pass make four independent accumulator
-// chains (one waited on the latency of each add).
-inline __attribute__((always_inline)) void AddWeightedValues(const float* weight, const float* const* vj, int n_keys,
-                                                             int value_dim, float* out) {
+// out[h][d] += sum over keys j < n_keys of weight[h][j] * vj[j][d] for N heads
+// that share the values, in key order for every element d. 64 elements per
+// pass make four independent accumulator chains per head (one waited on the
+// latency of each add); two heads at a time make eight, on one load of values.
+template <int N>
+inline __attribute__((always_inline)) void AddWeightedValues(const float* const (&weight)[N], const float* const* vj,
+                                                             int n_keys, int value_dim, float* const (&out)[N]) {
   constexpr int kChains = 4;
   int d0 = 0;
   for (; d0 + kChains * kLanes <= value_dim; d0 += kChains * kLanes) {
-    Float16x acc[kChains];
-    std::memcpy(acc, out + d0, sizeof acc);
+    Float16x acc[N][kChains];
+    for (int h = 0; h < N; ++h) std::memcpy(acc[h], out[h] + d0, sizeof acc[h]);
     for (int j = 0; j < n_keys; ++j) {
-      for (int c = 0; c < kChains; ++c) acc[c] += weight[j] * Load16(vj[j] + d0 + c * kLanes);
+      for (int c = 0; c < kChains; ++c) {
+        const Float16x v = Load16(vj[j] + d0 + c * kLanes);
+        for (int h = 0; h < N; ++h) acc[h][c] += weight[h][j] * v;
+      }
     }
-    std::memcpy(out + d0, acc, sizeof acc);
+    for (int h = 0; h < N; ++h) std::memcpy(out[h] + d0, acc[h], sizeof acc[h]);
   }
   for (; d0 + kLanes <= value_dim; d0 += kLanes) {
-    Float16x acc = Load16(out + d0);
-    for (int j = 0; j < n_keys; ++j) acc += weight[j] * Load16(vj[j] + d0);
-    std::memcpy(out + d0, &acc, sizeof acc);
+    Float16x acc[N];
+    for (int h = 0; h < N; ++h) acc[h] = Load16(out[h] + d0);
+    for (int j = 0; j < n_keys; ++j) {
+      const Float16x v = Load16(vj[j] + d0);
+      for (int h = 0; h < N; ++h) acc[h] += weight[h][j] * v;
+    }
+    for (int h = 0; h < N; ++h) std::memcpy(out[h] + d0, &acc[h], sizeof acc[h]);
   }
   for (; d0 < value_dim; ++d0) {  // value_dim not a multiple of 16
-    float acc = out[d0];
-    for (int j = 0; j < n_keys; ++j) acc += weight[j] * vj[j][d0];
-    out[d0] = acc;
+    for (int h = 0; h < N; ++h) {
+      float acc = out[h][d0];
+      for (int j = 0; j < n_keys; ++j) acc += weight[h][j] * vj[j][d0];
+      out[h][d0] = acc;
+    }
   }
 }
 
@@ -324,8 +343,16 @@ void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& row
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
       const int skip = lo - first_key(first_pos + r);  // this block's first visible key, in the row's weights
-      for (int g = 0; g < group; ++g) {
-        AddWeightedValues(weights(r, g) + skip, vj + (lo - p0), hi - lo, s.value_dim, output(r, g));
+      int g = 0;
+      for (; g + 1 < group; g += 2) {
+        const float* const w[2] = {weights(r, g) + skip, weights(r, g + 1) + skip};
+        float* const o[2] = {output(r, g), output(r, g + 1)};
+        AddWeightedValues<2>(w, vj + (lo - p0), hi - lo, s.value_dim, o);
+      }
+      if (g < group) {
+        const float* const w[1] = {weights(r, g) + skip};
+        float* const o[1] = {output(r, g)};
+        AddWeightedValues<1>(w, vj + (lo - p0), hi - lo, s.value_dim, o);
       }
     }
   }
