@@ -33,18 +33,22 @@ TEST(ThreadPool, ManyBackToBackRunsDoNotLoseWork) {
 }
 
 // More threads than cores, so workers wake late and find their run over or
-// a later one started: every task must still run once, in its own run.
+// a later one started (one with more tasks: a late worker must not take a
+// task past the end of its run by reading the next run's count): every task
+// must still run once, in its own run, and Run must return.
 TEST(ThreadPool, LateWorkersNeverRunAnotherRunsTask) {
-  ThreadPool pool(8);
-  std::vector<std::atomic<int>> hits(9);
-  for (int round = 0; round < 20000; ++round) {
-    const int n_tasks = 1 + round % 9;
-    for (auto& h : hits) h.store(0);
-    pool.Run(n_tasks, [&, round](int64_t task, int) {
-      ASSERT_LT(task, n_tasks) << "round " << round;
-      hits[task].fetch_add(1);
-    });
-    for (int t = 0; t < 9; ++t) ASSERT_EQ(hits[t].load(), t < n_tasks ? 1 : 0) << "round " << round << " task " << t;
+  for (int threads : {2, 3, 8}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> hits(9);
+    for (int round = 0; round < 100000; ++round) {
+      const int n_tasks = 1 + round % 9;
+      for (auto& h : hits) h.store(0);
+      pool.Run(n_tasks, [&, round](int64_t task, int) {
+        ASSERT_LT(task, n_tasks) << "round " << round;
+        hits[task].fetch_add(1);
+      });
+      for (int t = 0; t < 9; ++t) ASSERT_EQ(hits[t].load(), t < n_tasks ? 1 : 0) << "round " << round << " task " << t;
+    }
   }
 }
 

@@ -40,26 +40,34 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
+// Sequentially consistent throughout: the argument that a late worker
+// cannot take a task below relies on one order of next_ and n_tasks_.
 void ThreadPool::Drain(uint32_t run, int thread) {
-  uint64_t next = next_.load(std::memory_order_acquire);
+  uint64_t next = next_.load();
   for (;;) {
     const int64_t task = static_cast<int64_t>(next & 0xFFFFFFFFu);
-    if ((next >> 32) != run || task >= n_tasks_.load(std::memory_order_relaxed)) return;
-    if (!next_.compare_exchange_weak(next, next + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    if ((next >> 32) != run || task >= n_tasks_.load()) return;
+    if (!next_.compare_exchange_weak(next, next + 1)) continue;
     fn_(ctx_, task, thread);
-    done_.fetch_add(1, std::memory_order_release);
-    next = next_.load(std::memory_order_acquire);
+    done_.fetch_add(1);
+    next = next_.load();
   }
 }
 
 void ThreadPool::RunErased(int64_t n_tasks, void* ctx, TaskFn fn) {
   if (n_tasks > int64_t{0xFFFFFFFF}) Fail("ThreadPool::Run: ", n_tasks, " tasks; at most 2^32 - 1 per run");
   const uint64_t run = generation_.load(std::memory_order_relaxed) + 1;
+  const uint64_t tag = (run & 0xFFFFFFFFu) << 32;
+  // Close the word to the last run before changing its count: a worker that
+  // read the last run's word and then this run's larger count would else take
+  // a task past the last run's end (and count it in done_ of this run). Its
+  // compare-exchange now fails, and index 2^32 - 1 is past any run's end.
+  next_.store(tag | 0xFFFFFFFFu);
   ctx_ = ctx;
   fn_ = fn;
-  n_tasks_.store(n_tasks, std::memory_order_relaxed);
-  done_.store(0, std::memory_order_relaxed);
-  next_.store((run & 0xFFFFFFFFu) << 32, std::memory_order_release);
+  n_tasks_.store(n_tasks);
+  done_.store(0);
+  next_.store(tag);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     generation_.store(run, std::memory_order_release);
@@ -68,7 +76,7 @@ void ThreadPool::RunErased(int64_t n_tasks, void* ctx, TaskFn fn) {
   Drain(static_cast<uint32_t>(run), 0);
   // Yield now and then: with more threads than free cores (a busy machine), a
   // worker we wait for may need our core to finish.
-  for (int spins = 1; done_.load(std::memory_order_acquire) != n_tasks; ++spins) {
+  for (int spins = 1; done_.load() != n_tasks; ++spins) {
     KAKEYA_PAUSE();
     if ((spins & 255) == 0) std::this_thread::yield();
   }

@@ -59,8 +59,8 @@ class ThreadPool {
   TaskFn fn_ = nullptr;
   std::atomic<int64_t> n_tasks_{0};
   // (run id << 32) | next task index: taking a task is a compare-exchange
-  // that fails if the run is over, so a late worker cannot take a task of a
-  // later run with the earlier run's view.
+  // on both, so a late worker cannot take a task of a run it did not see
+  // start (RunErased closes the word before it sets up the next run).
   std::atomic<uint64_t> next_{0};
   std::atomic<int64_t> done_{0};  // tasks of the current run finished
   std::atomic<uint64_t> generation_{0};  // the current run id; bumps wake the workers
