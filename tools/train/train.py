@@ -6,7 +6,7 @@
 
 Presets (--preset; the default follows --device): "gpu", the shipped pair (20.2M-parameter
 target, 2.4M draft; ~10 min of H100 time), and "cpu", a 6.6M / 1.4M pair that fits in
-~80 min on 2 CPU cores. Stages (each skipped when its output already exists in --out, so
+~75 min on 2 CPU cores. Stages (each skipped when its output already exists in --out, so
 a run resumes): corpus -> tokenizer.model -> target.pt (kept at its best validation loss)
 -> draft.pt (corpus, then distilled on the target's logits) -> target.gguf, draft.gguf ->
 report.json (tools/train/verify.py). --train-only stops after the checkpoints, so a GPU
