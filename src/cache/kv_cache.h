@@ -22,6 +22,12 @@
 
 namespace kakeya {
 
+// The first position a query at `pos` attends to with a sliding window of
+// `window` positions (0: every earlier position). One definition for both
+// sides of the ring's soundness: the cache keeps these rows and attention
+// (AttendKvHead) reads exactly these.
+inline int FirstVisiblePosition(int pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+
 struct LayerCacheShape {
   int window = 0;   // 0: full attention; > 0: a query at i sees keys j with i - window < j <= i
   int k_width = 0;  // floats per key row (n_head_kv * head_dim)
@@ -39,7 +45,7 @@ class LayerCache {
   int v_width() const { return shape_.v_width; }
 
   // The keys a query at `pos` attends to: positions [first, pos].
-  int FirstVisible(int pos) const { return is_ring() && pos >= shape_.window ? pos - shape_.window + 1 : 0; }
+  int FirstVisible(int pos) const { return FirstVisiblePosition(pos, shape_.window); }
   int Slot(int pos) const { return is_ring() ? pos % capacity_ : pos; }
   float* key(int pos) { return k_.get() + static_cast<size_t>(Slot(pos)) * shape_.k_width; }
   float* value(int pos) { return v_.get() + static_cast<size_t>(Slot(pos)) * shape_.v_width; }

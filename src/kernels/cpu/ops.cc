@@ -7,6 +7,7 @@
 #include <vector>
 #include <limits>
 
+#include "cache/kv_cache.h"
 #include "kernels/cpu/dequant.h"
 
 namespace kakeya {
@@ -284,7 +285,7 @@ void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& row
   const int group = s.n_head / s.n_head_kv;
   const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
   const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
-  auto first_key = [&](int pos) { return rows.window > 0 && pos >= rows.window ? pos - rows.window + 1 : 0; };
+  auto first_key = [&](int pos) { return FirstVisiblePosition(pos, rows.window); };
   const int first_pos = rows.first_pos;
   const int last_pos = first_pos + rows.n_rows - 1;
   const int begin = first_key(first_pos);             // the earliest key any row sees

@@ -31,8 +31,8 @@ void AddInPlace(float* x, const float* y, int n);
 
 // Attention of rows of one sequence for the query heads of one KV head.
 // Row r is the token at position first_pos + r; it sees the keys of positions
-// [FirstKey, first_pos + r], FirstKey = pos - window + 1 with a sliding window
-// (window > 0, pos >= window), else 0. The cache is a ring of `capacity` rows
+// [FirstVisiblePosition(first_pos + r, window), first_pos + r] (cache/kv_cache.h,
+// the cache's own rule for what a ring keeps). The cache is a ring of `capacity` rows
 // (a full cache is a ring that never wraps): position p is row p % capacity of
 // k (F32 [capacity, k_stride]) and v (F32 [capacity, v_stride]). Keys are
 // visited in position order, so a ring and a full cache give the same bits,
