@@ -5,7 +5,11 @@
 // exponentials underflow; several rows per call give each row the bits it
 // gets alone. GeluMul bit for bit against ggml's definition, written out per
 // element here, over a sample of every float bit pattern; RmsNorm against
-// float64.
+// float64. Each test runs on every CPU target this machine supports (the
+// operations follow the MatMul target). RmsNorm and GeluMul must give every
+// target the same bits; attention may not (FMA where the target has it).
+#include "kernels/cpu/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -16,10 +20,38 @@
 #include <vector>
 
 #include "kernels/cpu/dequant.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/matmul.h"
 
 namespace kakeya {
 namespace {
+
+// Calls fn() once per supported CPU target, forced, then restores the first.
+template <typename Fn>
+void OnEveryCpuTarget(Fn fn) {
+  const std::string initial = ActiveCpuTarget();
+  for (const std::string& target : SupportedCpuTargets()) {
+    SCOPED_TRACE("CPU target " + target);
+    ForceCpuTarget(target);
+    fn();
+  }
+  ForceCpuTarget(initial);
+}
+
+// fn(out) writes outputs; every target must write the same bytes.
+template <typename Fn>
+void ExpectSameBitsOnEveryTarget(Fn fn) {
+  std::vector<float> first;
+  OnEveryCpuTarget([&] {
+    std::vector<float> out;
+    fn(out);
+    if (first.empty()) {
+      first = out;
+    } else {
+      ASSERT_EQ(first.size(), out.size());
+      EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(float)));
+    }
+  });
+}
 
 struct Case {
   int n_head, n_head_kv, head_dim, value_dim;
@@ -71,8 +103,9 @@ void Attend(const Case& c, const AttentionShape& s, int window, int first_row_po
   std::vector<float> scratch(AttendScratchFloats(s, n_rows, max_keys));
   const KvView kv{k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.capacity};
   for (int g = 0; g < c.n_head_kv; ++g) {
-    const AttentionRows rows{n_rows, first_row_pos + r0, window, q.data() + size_t(r0) * q_width, q_width,
-                             out.data() + size_t(r0) * o_width, o_width};
+    const AttentionRows rows{
+        n_rows, first_row_pos + r0, window, q.data() + size_t(r0) * q_width, q_width, out.data() + size_t(r0) * o_width,
+        o_width};
     AttendKvHead(s, g, rows, kv, scratch.data());
   }
 }
@@ -91,39 +124,41 @@ TEST(AttendKvHeadTest, MatchesFloat64SoftmaxAndRowsAreIndependent) {
       {4, 2, 64, 64, 256, 3, 250, 0, 30},     // scores hundreds of nats apart
   };
   constexpr int kRows = 5;
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.f, 1.f);
-  for (const Case& c : cases) {
-    SCOPED_TRACE(testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " dims " << c.head_dim << "/"
-                                    << c.value_dim << " capacity " << c.capacity << " first " << c.first_pos
-                                    << " keys " << c.n_keys << " softcap " << c.softcap << " q x" << c.q_scale);
-    const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)),
-                           c.softcap};
-    const int window = c.first_pos > 0 ? c.n_keys : 0;
-    const int last_pos = c.first_pos + c.n_keys - 1;
-    const int n_rows = std::min(kRows, last_pos + 1);
-    const int first_row_pos = last_pos - n_rows + 1;
-    std::vector<float> q(size_t(n_rows) * c.n_head * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
-        v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
-    for (float& x : q) x = normal(rng) * c.q_scale;
-    for (float& x : k) x = normal(rng);
-    for (float& x : v) x = normal(rng);
-    const size_t o_width = size_t(c.n_head) * c.value_dim;
-    std::vector<float> together(n_rows * o_width, NAN), alone(n_rows * o_width, NAN);
-    Attend(c, s, window, first_row_pos, 0, n_rows, q, k, v, together);
-    for (int r = 0; r < n_rows; ++r) Attend(c, s, window, first_row_pos, r, 1, q, k, v, alone);
-    ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)));
-    for (int r = 0; r < n_rows; ++r) {
-      const int pos = first_row_pos + r;
-      const int first = window > 0 && pos >= window ? pos - window + 1 : 0;
-      const std::vector<double> ref =
-          Reference(c, s, q.data() + size_t(r) * c.n_head * c.head_dim, k, v, first, pos - first + 1);
-      for (size_t i = 0; i < o_width; ++i) {
-        // Each output is a convex combination of values of magnitude ~1.
-        ASSERT_NEAR(together[r * o_width + i], ref[i], 2e-5) << "row " << r << " output " << i;
+  OnEveryCpuTarget([&] {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(testing::Message() << "heads " << c.n_head << "/" << c.n_head_kv << " dims " << c.head_dim << "/"
+                                      << c.value_dim << " capacity " << c.capacity << " first " << c.first_pos
+                                      << " keys " << c.n_keys << " softcap " << c.softcap << " q x" << c.q_scale);
+      const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)),
+                             c.softcap};
+      const int window = c.first_pos > 0 ? c.n_keys : 0;
+      const int last_pos = c.first_pos + c.n_keys - 1;
+      const int n_rows = std::min(kRows, last_pos + 1);
+      const int first_row_pos = last_pos - n_rows + 1;
+      std::vector<float> q(size_t(n_rows) * c.n_head * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
+          v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
+      for (float& x : q) x = normal(rng) * c.q_scale;
+      for (float& x : k) x = normal(rng);
+      for (float& x : v) x = normal(rng);
+      const size_t o_width = size_t(c.n_head) * c.value_dim;
+      std::vector<float> together(n_rows * o_width, NAN), alone(n_rows * o_width, NAN);
+      Attend(c, s, window, first_row_pos, 0, n_rows, q, k, v, together);
+      for (int r = 0; r < n_rows; ++r) Attend(c, s, window, first_row_pos, r, 1, q, k, v, alone);
+      ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)));
+      for (int r = 0; r < n_rows; ++r) {
+        const int pos = first_row_pos + r;
+        const int first = window > 0 && pos >= window ? pos - window + 1 : 0;
+        const std::vector<double> ref =
+            Reference(c, s, q.data() + size_t(r) * c.n_head * c.head_dim, k, v, first, pos - first + 1);
+        for (size_t i = 0; i < o_width; ++i) {
+          // Each output is a convex combination of values of magnitude ~1.
+          ASSERT_NEAR(together[r * o_width + i], ref[i], 2e-5) << "row " << r << " output " << i;
+        }
       }
     }
-  }
+  });
 }
 
 // ggml's CPU GELU of one element: tanh form on the input rounded to F16,
@@ -148,39 +183,63 @@ TEST(GeluMulTest, MatchesDefinitionBitForBit) {
       for (int i = 0; i < 128; ++i, x = std::nextafter(x, sign * INFINITY)) xs.push_back(x);
     }
   }
-  std::mt19937 rng(3);
-  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
-  std::vector<float> up(1000), out(1000);
-  for (size_t first = 0; first < xs.size(); first += 1000) {
-    const int n = int(std::min<size_t>(1000, xs.size() - first));
-    for (float& u : up) u = uniform(rng);
-    GeluMul(xs.data() + first, up.data(), n, out.data());
-    for (int i = 0; i < n; ++i) {
-      const float x = xs[first + i], want = GeluDefinition(x) * up[i];
-      if (std::isnan(want)) {
-        ASSERT_TRUE(std::isnan(out[i])) << "x bits " << std::bit_cast<uint32_t>(x);
-      } else {
-        ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
-            << "x = " << x << " (bits " << std::bit_cast<uint32_t>(x) << ")";
+  OnEveryCpuTarget([&] {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+    std::vector<float> up(1000), out(1000);
+    for (size_t first = 0; first < xs.size(); first += 1000) {
+      const int n = int(std::min<size_t>(1000, xs.size() - first));
+      for (float& u : up) u = uniform(rng);
+      GeluMul(xs.data() + first, up.data(), n, out.data());
+      for (int i = 0; i < n; ++i) {
+        const float x = xs[first + i], want = GeluDefinition(x) * up[i];
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(out[i])) << "x bits " << std::bit_cast<uint32_t>(x);
+        } else {
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+              << "x = " << x << " (bits " << std::bit_cast<uint32_t>(x) << ")";
+        }
       }
     }
-  }
+  });
 }
 
 TEST(RmsNormTest, MatchesFloat64) {
-  std::mt19937 rng(5);
-  std::normal_distribution<float> normal(0.f, 3.f);
-  for (int n : {1, 7, 8, 64, 100, 384, 2048}) {
-    std::vector<float> x(n), w(n), out(n);
-    for (float& v : x) v = normal(rng);
-    for (float& v : w) v = normal(rng);
-    double sum = 0;
-    for (float v : x) sum += double(v) * v;
-    const double scale = 1.0 / std::sqrt(sum / n + 1e-6);
-    RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
-    for (int i = 0; i < n; ++i) ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5 * std::abs(x[i] * scale * w[i]) + 1e-6) << n;
-    RmsNorm(x.data(), nullptr, n, 1e-6f, x.data());  // in place, no weight
-    for (int i = 0; i < n; ++i) ASSERT_NEAR(out[i], x[i] * w[i], 1e-5 * std::abs(out[i]) + 1e-6) << n;
+  OnEveryCpuTarget([] {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.f, 3.f);
+    for (int n : {1, 7, 8, 64, 100, 384, 2048}) {
+      std::vector<float> x(n), w(n), out(n);
+      for (float& v : x) v = normal(rng);
+      for (float& v : w) v = normal(rng);
+      double sum = 0;
+      for (float v : x) sum += double(v) * v;
+      const double scale = 1.0 / std::sqrt(sum / n + 1e-6);
+      RmsNorm(x.data(), w.data(), n, 1e-6f, out.data());
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5 * std::abs(x[i] * scale * w[i]) + 1e-6) << n;
+      RmsNorm(x.data(), nullptr, n, 1e-6f, x.data());  // in place, no weight
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(out[i], x[i] * w[i], 1e-5 * std::abs(out[i]) + 1e-6) << n;
+    }
+  });
+}
+
+TEST(OpsTest, NormAndGeluGiveEveryCpuTargetTheSameBits) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> x(2048 + 13), y(x.size());
+  for (float& v : x) v = normal(rng);
+  for (float& v : y) v = normal(rng);
+  for (int n : {13, 384, 2048 + 13}) {
+    SCOPED_TRACE(n);
+    ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
+      out.resize(n);
+      RmsNorm(x.data(), y.data(), n, 1e-6f, out.data());
+    });
+    ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
+      out.resize(n);
+      GeluMul(x.data(), y.data(), n, out.data());
+    });
   }
 }
 

@@ -39,34 +39,35 @@ namespace {
 struct CpuTarget {
   const char* name;  // KAKEYA_CPU_TARGET value
   int64_t hwy_target;
+  VectorIsa ops_isa;
   MatMulKernel (*float_kernel)(DType);
   MatMulKernel (*legacy_kernel)(DType);
   MatMulKernel (*kquant_kernel)(DType);
   MatMulKernel (*packed_kernel)(WeightLayout);
 };
 
-#define KAKEYA_TARGET(name, bit, NS) \
-  {name, bit, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel},
+#define KAKEYA_TARGET(name, bit, isa, NS) \
+  {name, bit, VectorIsa::isa, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel},
 
 // Best first. The portable target is last and always supported.
 constexpr CpuTarget kTargets[] = {
 #if HWY_TARGETS & HWY_AVX3_DL
-    KAKEYA_TARGET("avx512_vnni", HWY_AVX3_DL, N_AVX3_DL)
+    KAKEYA_TARGET("avx512_vnni", HWY_AVX3_DL, kAvx512, N_AVX3_DL)
 #endif
 #if HWY_TARGETS & HWY_AVX3
-    KAKEYA_TARGET("avx512", HWY_AVX3, N_AVX3)
+    KAKEYA_TARGET("avx512", HWY_AVX3, kAvx512, N_AVX3)
 #endif
 #if HWY_TARGETS & HWY_AVX2
-    KAKEYA_TARGET("avx2", HWY_AVX2, N_AVX2)
+    KAKEYA_TARGET("avx2", HWY_AVX2, kAvx2, N_AVX2)
 #endif
 #if HWY_TARGETS & HWY_NEON
-    KAKEYA_TARGET("neon", HWY_NEON, N_NEON)
+    KAKEYA_TARGET("neon", HWY_NEON, kBaseline, N_NEON)
 #endif
 #if HWY_TARGETS & HWY_EMU128
-    KAKEYA_TARGET("scalar", HWY_EMU128, N_EMU128)
+    KAKEYA_TARGET("scalar", HWY_EMU128, kBaseline, N_EMU128)
 #endif
 #if HWY_TARGETS & HWY_SCALAR
-    KAKEYA_TARGET("scalar", HWY_SCALAR, N_SCALAR)
+    KAKEYA_TARGET("scalar", HWY_SCALAR, kBaseline, N_SCALAR)
 #endif
 };
 #undef KAKEYA_TARGET
@@ -276,6 +277,8 @@ WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
 }
 
 const char* ActiveCpuTarget() { return kTargets[TargetIndex().load()].name; }
+
+VectorIsa ActiveVectorIsa() { return kTargets[TargetIndex().load(std::memory_order_relaxed)].ops_isa; }
 
 std::vector<std::string> SupportedCpuTargets() {
   std::vector<std::string> names;

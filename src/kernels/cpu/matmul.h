@@ -99,6 +99,11 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
 
 // The target MatMul dispatches to now, e.g. "avx512_vnni".
 const char* ActiveCpuTarget();
+// The instruction set the row-wise operations (ops.h) run with under the
+// active target: they are compiled once per x86 vector width and follow the
+// target, so forcing a target tests its operations as well as its MatMul.
+enum class VectorIsa { kAvx512, kAvx2, kBaseline };
+VectorIsa ActiveVectorIsa();
 // The targets compiled in and supported by this CPU, best first.
 std::vector<std::string> SupportedCpuTargets();
 // Makes MatMul use `name` from now on (tests run every target this way).

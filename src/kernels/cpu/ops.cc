@@ -1,5 +1,9 @@
 #include "kernels/cpu/ops.h"
 
+// The vector types below are passed only between always_inline functions, so
+// the ABI note GCC gives for each one (-Wpsabi) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +13,7 @@
 
 #include "cache/kv_cache.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/matmul.h"
 
 namespace kakeya {
 
@@ -120,10 +125,8 @@ inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) {
 // 384 took ~0.4 us, and a layer runs 4 of them per row plus the q/k norms.
 // A float's square is exact in double, so fused or separate multiply-adds give
 // the same sum.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void RmsNorm(const float* x, const float* w, int n, float eps, float* out) {
+static inline __attribute__((always_inline)) void RmsNormBody(const float* x, const float* w, int n, float eps,
+                                                      float* out) {
   Double8x part = {};
   int i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -267,21 +270,14 @@ size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys) {
   return slots * max_keys + slots;
 }
 
-// Compiled for AVX-512, AVX2 and the baseline and picked at load (ifunc): the
-// dot products and the weighted sum of values vectorize to the CPU's width.
-// Measured on Zen 5 (1.25B Q4_K_M, 8 rows, context 64): attention was 11% of
-// the step with the baseline (SSE2) code alone.
-//
 // Keys and values are read in blocks of 16 positions, each block used by
 // every (row, head) of the call while it is in L1: one (row, head) at a time
 // streamed the whole window from L2 for each, and attention was a quarter of
 // a 6-row verify step of the shipped 20M model. Each (row, head) still
 // visits its keys in position order with the arithmetic of a lone pass.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv,
-                  float* scratch) {
+static inline __attribute__((always_inline)) void AttendKvHeadBody(const AttentionShape& s, int kv_head,
+                                                           const AttentionRows& rows, const KvView& kv,
+                                                           float* scratch) {
   const int group = s.n_head / s.n_head_kv;
   const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
   const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
@@ -402,10 +398,7 @@ inline __attribute__((always_inline)) UInt16x F32ToF16Lanes(Float16x f) {
 // 16 lanes at a time: the F16 rounding inlined as selects and the table read
 // per lane; as a scalar loop with a call to F32ToF16 per element it was 5% of a
 // 4-row verify step on the shipped 20M model, all of it on the calling thread.
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void GeluMul(const float* gate, const float* up, int n, float* out) {
+static inline __attribute__((always_inline)) void GeluMulBody(const float* gate, const float* up, int n, float* out) {
   const float* table = GeluTable();
   const Float16x zero = {};
   int i = 0;
@@ -424,6 +417,41 @@ void GeluMul(const float* gate, const float* up, int n, float* out) {
     out[i] = g * up[i];
   }
 }
+
+// RmsNorm, AttendKvHead and GeluMul are compiled for AVX-512, AVX2 and the
+// baseline (the vector types above lower to each width with the same
+// arithmetic) and run in the build that the active CPU target names
+// (ActiveVectorIsa, matmul.h), so KAKEYA_CPU_TARGET and the tests that force
+// each target reach them as they reach MatMul. Measured on Zen 5 (1.25B
+// Q4_K_M, 8 rows, context 64): attention alone was 11% of the step in the
+// baseline (SSE2) build. GCC's target_clones chose by CPU at load instead,
+// which no test could override and which ThreadSanitizer builds crash on.
+// GCC contracts a * b + c into FMA where the ISA has it (C++ defaults to
+// -ffp-contract=fast), so attention's bits differ between the FMA builds and
+// the baseline; RmsNorm (exact squares) and GeluMul (a table) do not.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KAKEYA_PER_ISA(name, params, args)                                         \
+  static __attribute__((target("avx512f"))) void name##Avx512 params { name##Body args; } \
+  static __attribute__((target("avx2,fma"))) void name##Avx2 params { name##Body args; } \
+  void name params {                                                               \
+    switch (ActiveVectorIsa()) {                                                   \
+      case VectorIsa::kAvx512: return name##Avx512 args;                           \
+      case VectorIsa::kAvx2: return name##Avx2 args;                               \
+      case VectorIsa::kBaseline: break;                                            \
+    }                                                                              \
+    name##Body args;                                                               \
+  }
+#else
+#define KAKEYA_PER_ISA(name, params, args) \
+  void name params { name##Body args; }
+#endif
+
+KAKEYA_PER_ISA(RmsNorm, (const float* x, const float* w, int n, float eps, float* out), (x, w, n, eps, out))
+KAKEYA_PER_ISA(AttendKvHead,
+               (const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv, float* scratch),
+               (s, kv_head, rows, kv, scratch))
+KAKEYA_PER_ISA(GeluMul, (const float* gate, const float* up, int n, float* out), (gate, up, n, out))
+#undef KAKEYA_PER_ISA
 
 void Scale(float* x, int n, float s) {
   for (int i = 0; i < n; ++i) x[i] *= s;
