@@ -5,7 +5,7 @@
 // exponentials underflow; several rows per call give each row the bits it
 // gets alone. GeluMul bit for bit against ggml's definition, written out per
 // element here, over a sample of every float bit pattern; RmsNorm against
-// float64. Each test runs on every CPU target this machine supports (the
+// float64; SiluMul against float64. Each test runs on every CPU target this machine supports (the
 // operations follow the MatMul target). RmsNorm and GeluMul must give every
 // target the same bits; attention may not (FMA where the target has it).
 #include "kernels/cpu/ops.h"
@@ -199,6 +199,33 @@ TEST(GeluMulTest, MatchesDefinitionBitForBit) {
           ASSERT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
               << "x = " << x << " (bits " << std::bit_cast<uint32_t>(x) << ")";
         }
+      }
+    }
+  });
+}
+
+TEST(SiluMulTest, MatchesFloat64AndIsElementwise) {
+  // Both signs over the whole range the exponential sees (beyond +-87 it
+  // saturates), zeros, and lengths with and without a tail after the 16-lane
+  // loop; an element's result must not depend on where it sits.
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> wide(-100.f, 100.f), narrow(-6.f, 6.f), unit(-2.f, 2.f);
+  std::vector<float> gate(1000), up(1000);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = i % 3 == 0 ? wide(rng) : narrow(rng);
+  gate[0] = 0.0f, gate[1] = -0.0f, gate[2] = 1e-30f, gate[3] = -87.5f, gate[4] = 88.5f;
+  for (float& u : up) u = unit(rng);
+  OnEveryCpuTarget([&] {
+    for (int n : {1000, 999, 15, 1}) {
+      std::vector<float> out(n);
+      SiluMul(gate.data(), up.data(), n, out.data());
+      for (int i = 0; i < n; ++i) {
+        const double g = gate[i], want = g / (1.0 + std::exp(-g)) * up[i];
+        ASSERT_NEAR(out[i], want, 4e-7 * std::abs(want) + 1e-30) << "gate " << g << ", n " << n;
+      }
+      std::vector<float> shifted(n - 1 + 1);  // the same elements one place later
+      if (n > 1) {
+        SiluMul(gate.data() + 1, up.data() + 1, n - 1, shifted.data());
+        ASSERT_EQ(0, std::memcmp(shifted.data(), out.data() + 1, (n - 1) * sizeof(float))) << n;
       }
     }
   });
