@@ -93,7 +93,7 @@ class Model {
 
   // Bytes of weights one forward step reads (for bandwidth figures).
   size_t weight_bytes() const;
-  // Bytes of weights repacked at load (PackWeights), held in memory.
+  // Bytes of the buffer the streamed matrices move into at load (PackMatrices).
   size_t packed_bytes() const { return packed_bytes_; }
 
  private:
@@ -101,8 +101,9 @@ class Model {
     void operator()(void* p) const { std::free(p); }
   };
   Model() = default;
-  // Repacks every matrix that has a faster layout (matmul.h, PackWeights)
-  // into one buffer, once, and drops the file pages it no longer reads.
+  // Moves every matrix the forward streams into one buffer of 2 MiB pages,
+  // repacked where it has a faster layout (matmul.h, PackWeights), once, and
+  // drops the file pages it no longer reads.
   void PackMatrices();
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
