@@ -12,10 +12,10 @@ namespace kakeya::cli {
 namespace {
 
 // XOR-folds a range with eight independent lanes, so loads are never waiting
-// on a dependency chain; compiled for AVX-512, AVX2 and baseline and chosen at
-// run time by the loader (GCC function multi-versioning).
-__attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t FoldRange(
-    const uint64_t* p, size_t n) {
+// on a dependency chain; compiled for AVX-512, AVX2 and baseline and chosen by
+// the CPU at the first call. (Not GCC's target_clones: its load-time resolver
+// runs before ThreadSanitizer's runtime and crashed every TSan build.)
+inline __attribute__((always_inline)) uint64_t FoldRangeBody(const uint64_t* p, size_t n) {
   uint64_t acc[8] = {};
   for (size_t i = 0; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k) acc[k] ^= p[i + k];
@@ -23,6 +23,21 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t FoldRange(
   uint64_t r = 0;
   for (uint64_t a : acc) r ^= a;
   return r;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx512f"))) uint64_t FoldRangeAvx512(const uint64_t* p, size_t n) {
+  return FoldRangeBody(p, n);
+}
+__attribute__((target("avx2"))) uint64_t FoldRangeAvx2(const uint64_t* p, size_t n) { return FoldRangeBody(p, n); }
+#endif
+
+uint64_t FoldRange(const uint64_t* p, size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (__builtin_cpu_supports("avx512f")) return FoldRangeAvx512(p, n);
+  if (__builtin_cpu_supports("avx2")) return FoldRangeAvx2(p, n);
+#endif
+  return FoldRangeBody(p, n);
 }
 
 }  // namespace
