@@ -7,7 +7,7 @@
 #   scripts/demo.sh ["PROMPT"]     (default prompt: "def parse_args(")
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh -DKAKEYA_TESTS=OFF -DKAKEYA_BENCH=OFF
+scripts/build.sh --target kakeya
 prompt=${1:-"def parse_args("}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
