@@ -44,10 +44,13 @@ struct CpuTarget {
   MatMulKernel (*legacy_kernel)(DType);
   MatMulKernel (*kquant_kernel)(DType);
   MatMulKernel (*packed_kernel)(WeightLayout);
+  void (*quantize_q8)(const float* x, int64_t n_in, int8_t* qs, float* d, float* s, int16_t* sums);
+  void (*quantize_q8k)(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 };
 
 #define KAKEYA_TARGET(name, bit, isa, NS) \
-  {name, bit, VectorIsa::isa, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel},
+  {name, bit, VectorIsa::isa, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel, \
+   &NS::QuantizeRowQ8, &NS::QuantizeRowQ8K},
 
 // Best first. The portable target is last and always supported.
 constexpr CpuTarget kTargets[] = {
@@ -185,6 +188,7 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
   }
 
   // Every matrix reads the same activation rows, quantized once.
+  const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
   MatMulJob jobs[kMaxOutputs];
   MatMulKernel kernels[kMaxOutputs];
   for (size_t m = 0; m < outs.size(); ++m) {
@@ -200,7 +204,7 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
     float* s = d + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float);
     auto* sums = reinterpret_cast<int16_t*>(s + AlignUp(n_rows * nb * sizeof(float)) / sizeof(float));
     ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
-      QuantizeActivationsQ8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb, sums + r * nb);
+      target.quantize_q8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb, sums + r * nb);
     });
     for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8 = {qs, d, s, sums};
   } else if (kind == ActKind::kQ8K) {
@@ -210,7 +214,7 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
     auto* bsums = reinterpret_cast<int16_t*>(reinterpret_cast<uint8_t*>(d) +
                                              AlignUp(n_rows * nsb * sizeof(float)));
     ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
-      QuantizeActivationsQ8K(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
+      target.quantize_q8k(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
     });
     for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8k = {qs, d, bsums};
   }

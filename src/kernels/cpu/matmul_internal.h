@@ -54,12 +54,6 @@ struct MatMulJob {
   float* y;        // F32 [n_rows, n_out]
 };
 
-// Quantize one activation row (n_in a multiple of 32 / 256). A row's result
-// depends only on that row; every target produces the same bits.
-void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
-                           int16_t* sums);
-void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
-
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
 
 // Packing, per layout (matmul_packed.cc, matmul_packed_kquant.cc).
@@ -69,13 +63,19 @@ size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout);
 void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
 
 // Each kernel file defines, per compiled target namespace, a function returning
-// its kernel for a weight type (nullptr for types it does not handle).
-#define KAKEYA_DECLARE_KERNELS(NS)              \
-  namespace NS {                                \
-  MatMulKernel FloatKernel(DType type);         \
-  MatMulKernel LegacyQuantKernel(DType type);   \
-  MatMulKernel KQuantKernel(DType type);        \
-  MatMulKernel PackedKernel(WeightLayout layout); \
+// its kernel for a weight type (nullptr for types it does not handle), and
+// quantize_act.cc the activation-row quantizers (ActQ8, ActQ8K; n_in a
+// multiple of 32 / 256). A row's quantization depends only on that row, and
+// every target produces the same bits; they run in the active target's
+// build like the kernels, so the tests that force each target reach them.
+#define KAKEYA_DECLARE_KERNELS(NS)                                                                   \
+  namespace NS {                                                                                     \
+  MatMulKernel FloatKernel(DType type);                                                              \
+  MatMulKernel LegacyQuantKernel(DType type);                                                        \
+  MatMulKernel KQuantKernel(DType type);                                                             \
+  MatMulKernel PackedKernel(WeightLayout layout);                                                    \
+  void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s, int16_t* sums); \
+  void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);           \
   }
 
 // Rows per cache block for activation rows of `row_bytes` bytes: with many

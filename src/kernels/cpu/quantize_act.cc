@@ -85,18 +85,3 @@ void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t*
 }  // namespace HWY_NAMESPACE
 }  // namespace kakeya
 HWY_AFTER_NAMESPACE();
-
-#if HWY_ONCE
-namespace kakeya {
-HWY_EXPORT(QuantizeRowQ8);
-HWY_EXPORT(QuantizeRowQ8K);
-
-void QuantizeActivationsQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
-                           int16_t* sums) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8)(x, n_in, qs, d, s, sums);
-}
-void QuantizeActivationsQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
-  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8K)(x, n_in, qs, d, bsums);
-}
-}  // namespace kakeya
-#endif
