@@ -4,10 +4,11 @@
 // with a scalar tail, gemma2's soft-cap, and scores far enough apart that most
 // exponentials underflow; several rows per call give each row the bits it
 // gets alone. GeluMul bit for bit against ggml's definition, written out per
-// element here, over a sample of every float bit pattern; RmsNorm against
-// float64; SiluMul against float64. Each test runs on every CPU target this machine supports (the
-// operations follow the MatMul target). RmsNorm and GeluMul must give every
-// target the same bits; attention may not (FMA where the target has it).
+// element here, over a sample of every float bit pattern; RmsNorm and SiluMul
+// against float64. Each test runs on every CPU target this machine supports
+// (the operations follow the MatMul target). RmsNorm and GeluMul must give
+// every target the same bits; attention and SiLU may not (FMA where the
+// target has it).
 #include "kernels/cpu/ops.h"
 
 #include <gtest/gtest.h>
@@ -222,8 +223,8 @@ TEST(SiluMulTest, MatchesFloat64AndIsElementwise) {
         const double g = gate[i], want = g / (1.0 + std::exp(-g)) * up[i];
         ASSERT_NEAR(out[i], want, 4e-7 * std::abs(want) + 1e-30) << "gate " << g << ", n " << n;
       }
-      std::vector<float> shifted(n - 1 + 1);  // the same elements one place later
-      if (n > 1) {
+      if (n > 1) {  // the same elements one place later
+        std::vector<float> shifted(n - 1);
         SiluMul(gate.data() + 1, up.data() + 1, n - 1, shifted.data());
         ASSERT_EQ(0, std::memcmp(shifted.data(), out.data() + 1, (n - 1) * sizeof(float))) << n;
       }

@@ -256,11 +256,11 @@ std::unique_ptr<Model> Model::Load(const std::string& path) {
     L.w_up = bind.Matrix(b + "ffn_up.weight", n_embd, hp.n_ff);
     L.w_down = bind.Matrix(b + "ffn_down.weight", hp.n_ff, n_embd);
   }
-  m->PackMatrices();
+  m->MoveMatricesToWeightBuffer();
   return m;
 }
 
-void Model::PackMatrices() {
+void Model::MoveMatricesToWeightBuffer() {
   std::vector<WeightMatrix*> matrices = {&output};
   for (LayerWeights& L : layers) {
     for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
@@ -283,14 +283,13 @@ void Model::PackMatrices() {
   if (total == 0) return;
   constexpr size_t kHugePage = size_t{1} << 21;
   total = (total + kHugePage - 1) / kHugePage * kHugePage;
-  packed_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, total)));
-  if (!packed_) Fail(path_, ": cannot allocate ", total, " bytes for the weights");
-  madvise(packed_.get(), total, MADV_HUGEPAGE);
-  packed_bytes_ = total;
+  weight_buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHugePage, total)));
+  if (!weight_buffer_) Fail(path_, ": cannot allocate ", total, " bytes for the weights");
+  madvise(weight_buffer_.get(), total, MADV_HUGEPAGE);
   std::vector<std::pair<WeightMatrix*, uint8_t*>> jobs;
   size_t offset = 0;
   for (WeightMatrix* w : matrices) {
-    jobs.emplace_back(w, packed_.get() + offset);
+    jobs.emplace_back(w, weight_buffer_.get() + offset);
     offset += aligned(bytes_in_buffer(*w));
   }
   // Matrices are independent: move them on every core (load time of a 1B

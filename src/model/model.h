@@ -93,8 +93,6 @@ class Model {
 
   // Bytes of weights one forward step reads (for bandwidth figures).
   size_t weight_bytes() const;
-  // Bytes of the buffer the streamed matrices move into at load (PackMatrices).
-  size_t packed_bytes() const { return packed_bytes_; }
 
  private:
   struct FreeDeleter {
@@ -104,13 +102,12 @@ class Model {
   // Moves every matrix the forward streams into one buffer of 2 MiB pages,
   // repacked where it has a faster layout (matmul.h, PackWeights), once, and
   // drops the file pages it no longer reads.
-  void PackMatrices();
+  void MoveMatricesToWeightBuffer();
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
   HParams hp_;
-  std::unique_ptr<uint8_t, FreeDeleter> packed_;
-  size_t packed_bytes_ = 0;
+  std::unique_ptr<uint8_t, FreeDeleter> weight_buffer_;  // MoveMatricesToWeightBuffer
 };
 
 }  // namespace kakeya

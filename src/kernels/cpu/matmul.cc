@@ -136,8 +136,7 @@ size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows) {
 
 namespace {
 
-MatMulKernel KernelFor(const WeightMatrix& w) {
-  const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
+MatMulKernel KernelFor(const CpuTarget& target, const WeightMatrix& w) {
   const bool packed = w.layout != WeightLayout::kRows;
   MatMulKernel kernel = packed                 ? target.packed_kernel(w.layout)
                         : IsLegacyQuant(w.type) ? target.legacy_kernel(w.type)
@@ -193,7 +192,7 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
   MatMulKernel kernels[kMaxOutputs];
   for (size_t m = 0; m < outs.size(); ++m) {
     jobs[m] = MatMulJob{outs[m].w, n_rows, x, {}, {}, outs[m].y};
-    kernels[m] = KernelFor(*outs[m].w);
+    kernels[m] = KernelFor(target, *outs[m].w);
   }
   auto* base = static_cast<uint8_t*>(scratch);
   const int64_t n_in = w0.n_in;
