@@ -29,6 +29,12 @@ using VF = hn::Vec<DF>;
 // register file: 32 registers with AVX-512, 16 otherwise.
 constexpr int kRows = HWY_MAX_BYTES >= 64 ? 6 : 4;
 constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
+// A decode step (one row) is bound by how many weight bytes are in flight,
+// not by arithmetic: 8 columns are 8 streams and 8 independent FMA chains.
+// Zen 4 (1.25B F16, 2 threads, bench verify, alternating): 1 row 43.7 ->
+// 39.3 ms while memory was fast, 56.0 -> 55.5 ms while slow; 6, 12 and 16
+// columns were slower than 8, and 8 columns did not help 2 or 4 rows.
+constexpr int kDecodeCols = HWY_MAX_BYTES >= 64 ? 8 : kCols;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
 HWY_INLINE VF LoadW(DF df, const float* p) { return hn::LoadU(df, p); }
@@ -41,21 +47,21 @@ HWY_INLINE VF LoadW(DF df, const hwy::bfloat16_t* p) {
 
 // out[r][c] = dot(w[c][0..n_in), x[r][0..n_in)). `next` (or null): the
 // weight rows of the thread's next tile, prefetched while this one computes.
-template <typename T, int kR>
+template <typename T, int kR, int kC>
 HWY_NOINLINE void FloatTile(const T* const* w, const T* next, const float* const* x, int64_t n_in,
-                            float (*out)[kCols]) {
+                            float (*out)[kC]) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  VF acc[kR][kCols];
+  VF acc[kR][kC];
   for (int r = 0; r < kR; ++r) {
-    for (int c = 0; c < kCols; ++c) acc[r][c] = hn::Zero(df);
+    for (int c = 0; c < kC; ++c) acc[r][c] = hn::Zero(df);
   }
   const auto step = [&](const T* const* wp, const float* const* xp, int64_t i) HWY_ATTR {
-    VF wv[kCols];
-    for (int c = 0; c < kCols; ++c) wv[c] = LoadW(df, wp[c] + i);
+    VF wv[kC];
+    for (int c = 0; c < kC; ++c) wv[c] = LoadW(df, wp[c] + i);
     for (int r = 0; r < kR; ++r) {
       const VF xv = hn::LoadU(df, xp[r] + i);
-      for (int c = 0; c < kCols; ++c) acc[r][c] = hn::MulAdd(wv[c], xv, acc[r][c]);
+      for (int c = 0; c < kC; ++c) acc[r][c] = hn::MulAdd(wv[c], xv, acc[r][c]);
     }
   };
   int64_t i = 0;
@@ -64,22 +70,22 @@ HWY_NOINLINE void FloatTile(const T* const* w, const T* next, const float* const
     // follow this tile's in memory). Prefetching 1 KiB ahead within this
     // tile's rows instead left each tile's start to the hardware: measured on
     // Zen 5 (1.25B F16, 2 threads, bench verify) decode went 63 -> 48 ms.
-    // Into L2 (locality 2, prefetcht1), not L1: the kCols rows of a tile are n_in apart,
+    // Into L2 (locality 2, prefetcht1), not L1: the kC rows of a tile are n_in apart,
     // often a multiple of 4 KiB, so with the next tile's lines they fall in
     // one L1 set and evict each other. Measured on Zen 4 (same bench,
     // alternating): 1 / 4 / 8 rows 73 / 82 / 111 ms -> 49.5 / 56 / 102 ms.
     if (next != nullptr && (i * static_cast<int64_t>(sizeof(T))) % 64 == 0) {
-      for (int c = 0; c < kCols; ++c) __builtin_prefetch(next + c * n_in + i, 0, 2);
+      for (int c = 0; c < kC; ++c) __builtin_prefetch(next + c * n_in + i, 0, 2);
     }
     step(w, x, i);
   }
   if (i < n_in) {
     // Zero-padded copies of the tail: the same MulAdd step on a full vector.
-    T wt[kCols][kMaxLanes] = {};
+    T wt[kC][kMaxLanes] = {};
     float xt[kR][kMaxLanes] = {};
-    const T* wp[kCols];
+    const T* wp[kC];
     const float* xp[kR];
-    for (int c = 0; c < kCols; ++c) {
+    for (int c = 0; c < kC; ++c) {
       std::copy(w[c] + i, w[c] + n_in, wt[c]);
       wp[c] = wt[c];
     }
@@ -90,26 +96,33 @@ HWY_NOINLINE void FloatTile(const T* const* w, const T* next, const float* const
     step(wp, xp, 0);
   }
   for (int r = 0; r < kR; ++r) {
-    for (int c = 0; c < kCols; ++c) out[r][c] = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
+    for (int c = 0; c < kC; ++c) out[r][c] = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
   }
 }
 
-template <typename T>
-void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+// Tiles of kC columns x up to kR rows over the thread's columns.
+template <typename T, int kC, int kR>
+void FloatTiles(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t n_in = job.w->n_in;
   const T* last = static_cast<const T*>(job.w->data) + (col_end - 1) * n_in;
   // The first row tile of each cache block of rows walks the range's weights.
   const int64_t block = RowBlock(n_in * static_cast<int64_t>(sizeof(float)));
-  ForEachTile<kCols, kRows>(
+  ForEachTile<kC, kR>(
       job, col_begin, col_end,
-      [&](const uint8_t* const* w_bytes, int64_t r0, int n_rows, float (*out)[kCols]) HWY_ATTR {
-        const T* w[kCols];
-        for (int c = 0; c < kCols; ++c) w[c] = reinterpret_cast<const T*>(w_bytes[c]);
-        const T* next = r0 % block == 0 && w[0] + kCols * n_in <= last ? w[0] + kCols * n_in : nullptr;
-        const float* x[kRows];
+      [&](const uint8_t* const* w_bytes, int64_t r0, int n_rows, float (*out)[kC]) HWY_ATTR {
+        const T* w[kC];
+        for (int c = 0; c < kC; ++c) w[c] = reinterpret_cast<const T*>(w_bytes[c]);
+        const T* next = r0 % block == 0 && w[0] + kC * n_in <= last ? w[0] + kC * n_in : nullptr;
+        const float* x[kR];
         for (int r = 0; r < n_rows; ++r) x[r] = job.x + (r0 + r) * n_in;
-        WithRowCount<kRows>(n_rows, [&](auto rows) HWY_ATTR { FloatTile<T, rows()>(w, next, x, n_in, out); });
+        WithRowCount<kR>(n_rows, [&](auto rows) HWY_ATTR { FloatTile<T, rows(), kC>(w, next, x, n_in, out); });
       });
+}
+
+template <typename T>
+void FloatMatMul(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  if (kDecodeCols > kCols && job.n_rows == 1) return FloatTiles<T, kDecodeCols, 1>(job, col_begin, col_end);
+  FloatTiles<T, kCols, kRows>(job, col_begin, col_end);
 }
 
 MatMulKernel FloatKernel(DType type) {
