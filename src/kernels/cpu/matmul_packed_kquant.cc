@@ -128,14 +128,7 @@ void PackedKPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   }
 }
 
-#if HWY_TARGET == HWY_AVX3_DL
-// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
-// The quants of each 4-element quad are decoded once (a few shifts and
-// masks) and meet every row's broadcast activation quad in one vpdpbusd;
-// a sub-block's int32 sums are scaled with vpmulld, the min / offset terms
-// come from the activation block sums with vpdpwssd.
-#define KAKEYA_VNNI __attribute__((target("avx512vnni")))
-constexpr int kMaxTileRows = 8;
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
 constexpr int kPrefetchAhead = 8192;
 
 // Into L2 (T1), not L1: measured on Zen 4 (1.25B Q4_K_M, 2 threads, bench
@@ -146,6 +139,16 @@ HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8
   if (p + bytes > end) return;
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T1);
 }
+#endif
+
+#if HWY_TARGET == HWY_AVX3_DL
+// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
+// The quants of each 4-element quad are decoded once (a few shifts and
+// masks) and meet every row's broadcast activation quad in one vpdpbusd;
+// a sub-block's int32 sums are scaled with vpmulld, the min / offset terms
+// come from the activation block sums with vpdpwssd.
+#define KAKEYA_VNNI __attribute__((target("avx512vnni")))
+constexpr int kMaxTileRows = 8;
 
 HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
   int32_t v;
@@ -301,9 +304,177 @@ MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   return nullptr;
 }
 #elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-// No kernel here yet: such CPUs keep K-quants in GGUF's layout (CanPack is
-// false for them); a packed matrix forced onto them runs the portable target's.
-MatMulKernel PackedKQuantKernel(WeightLayout) { return nullptr; }
+// AVX2 (also AVX-512 without VNNI): a tile is half a group (8 columns = one
+// ymm) by up to 4 rows, so it fits in 16 registers. maddubs multiplies the
+// unsigned quants by the signed activations into int16 pairs; Q4_K's pair
+// sums of a whole 32-element sub-block (8 quads, |sum| <= 8 * 2 * 15 * 127)
+// and Q6_K's of two quads (<= 2 * 2 * 63 * 127) fit int16 exactly, and one
+// madd with the column's scale in both halves of its pair makes them int32.
+// So sumi, summ and sumb are the same exact integers as on the other targets,
+// and the float steps are the same: every target gives the same bits.
+constexpr int kMaxTileRows = 4;
+
+HWY_INLINE __m256i BroadcastQuad(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Int16 lane pairs (a[c], b[c]) for the 8 columns c of one half group.
+HWY_INLINE __m256i PairBytes8(const uint8_t* a, const uint8_t* b, bool is_signed) {
+  const __m128i ab = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
+                                       _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b)));
+  return is_signed ? _mm256_cvtepi8_epi16(ab) : _mm256_cvtepu8_epi16(ab);
+}
+
+// The 8 F16 values at p as floats.
+HWY_INLINE __m256 LoadF16x8(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int kR>
+HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,
+                              int64_t nsb, int64_t r0, float (*out)[kCols]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* sb = group + b * kQ4Bytes;
+    if (half == 0) PrefetchSuperBlock(sb, kQ4Bytes, end);
+    const uint8_t* sb_half = sb + 8 * half;  // column 8 * half of each 16-byte row
+    __m256i sumi[kR], summ[kR];
+    const int8_t* xq[kR];
+    for (int r = 0; r < kR; ++r) {
+      sumi[r] = summ[r] = _mm256_setzero_si256();
+      xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
+    }
+#pragma GCC unroll 2
+    for (int s = 0; s < 8; ++s) {
+      __m256i p[kR];
+      for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i raw = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(sb + kQ4Quants + (8 * (s / 2) + j) * 64 + 32 * half));
+        const __m256i q = s % 2 == 0 ? _mm256_and_si256(raw, low4)
+                                     : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        for (int r = 0; r < kR; ++r) {
+          p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + 32 * s + 4 * j)));
+        }
+      }
+      const uint8_t* sc = sb_half + kQ4Scales + 16 * s;
+      const __m256i sc2 = PairBytes8(sc, sc, false);
+      for (int r = 0; r < kR; ++r) sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p[r], sc2));
+    }
+    for (int t = 0; t < 4; ++t) {
+      const __m256i mn = PairBytes8(sb_half + kQ4Mins + 32 * t, sb_half + kQ4Mins + 32 * t + 16, false);
+      for (int r = 0; r < kR; ++r) {
+        const int16_t* bs = a.bsums + ((r0 + r) * nsb + b) * 16 + 4 * t;
+        // (bsum32 of sub-block 2t, of 2t + 1) as one int16 pair.
+        const uint32_t pair = static_cast<uint16_t>(bs[0] + bs[1]) |
+                              static_cast<uint32_t>(static_cast<uint16_t>(bs[2] + bs[3])) << 16;
+        summ[r] = _mm256_add_epi32(summ[r], _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int>(pair))));
+      }
+    }
+    const __m256 d = LoadF16x8(sb + 16 * half);
+    const __m256 dmin = LoadF16x8(sb + 32 + 16 * half);
+    for (int r = 0; r < kR; ++r) {
+      const __m256 dx = _mm256_set1_ps(a.d[(r0 + r) * nsb + b]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r]), _mm256_mul_ps(d, dx), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ[r]), _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), dmin), dx),
+                               acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
+}
+
+template <int kR>
+HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,
+                              int64_t nsb, int64_t r0, float (*out)[kCols]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
+  __m256 acc[kR];
+  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nsb; ++b) {
+    const uint8_t* sb = group + b * kQ6Bytes;
+    if (half == 0) PrefetchSuperBlock(sb, kQ6Bytes, end);
+    const uint8_t* sb_half = sb + 8 * half;
+    __m256i sumi[kR], sumb[kR];
+    const int8_t* xq[kR];
+    for (int r = 0; r < kR; ++r) {
+      sumi[r] = sumb[r] = _mm256_setzero_si256();
+      xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
+    }
+#pragma GCC unroll 16
+    for (int s = 0; s < 16; ++s) {
+      const uint8_t* sc = sb_half + kQ6Scales + 16 * s;
+      const __m256i sc2 = PairBytes8(sc, sc, true);
+#pragma GCC unroll 2
+      for (int pair = 0; pair < 2; ++pair) {
+        __m256i p[kR];
+        for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int j = 2 * pair; j < 2 * pair + 2; ++j) {
+          const int quad = 4 * s + j, e = 4 * quad;
+          const __m256i lo_raw =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6Low + (quad % 32) * 64 + 32 * half));
+          const __m256i hi_raw =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6High + (quad % 16) * 64 + 32 * half));
+          const __m256i lo = e < 128 ? _mm256_and_si256(lo_raw, low4)
+                                     : _mm256_and_si256(_mm256_srli_epi16(lo_raw, 4), low4);
+          // The top 2 bits (bits 2i..2i+1, i = e / 64) to bits 4-5; what the
+          // 16-bit shift drags in from the next byte is masked off.
+          const int shift = 2 * (e / 64);
+          const __m256i hi_shifted = shift < 4 ? _mm256_slli_epi16(hi_raw, 4 - shift)
+                                     : shift == 4 ? hi_raw : _mm256_srli_epi16(hi_raw, 2);
+          const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi_shifted, top2));
+          for (int r = 0; r < kR; ++r) {
+            p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + e)));
+          }
+        }
+        for (int r = 0; r < kR; ++r) sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p[r], sc2));
+      }
+    }
+    for (int t = 0; t < 8; ++t) {
+      const __m256i sc = PairBytes8(sb_half + kQ6Scales + 32 * t, sb_half + kQ6Scales + 32 * t + 16, true);
+      for (int r = 0; r < kR; ++r) {
+        int32_t pair;
+        std::memcpy(&pair, a.bsums + ((r0 + r) * nsb + b) * 16 + 2 * t, 4);
+        sumb[r] = _mm256_add_epi32(sumb[r], _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+      }
+    }
+    const __m256 d = LoadF16x8(sb + 16 * half);
+    for (int r = 0; r < kR; ++r) {
+      const __m256i total = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(sumb[r], 5));
+      const __m256 dx = _mm256_set1_ps(a.d[(r0 + r) * nsb + b]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx), acc[r]);
+    }
+  }
+  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
+}
+
+template <WeightLayout kLayout>
+void PackedKAvx2(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
+  const int64_t nsb = job.w->n_in / kQKK;
+  ForEachPackedTile<kMaxTileRows>(
+      job, col_begin, col_end, nsb * GroupBytes(kLayout),
+      [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kCols]) HWY_ATTR {
+        WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
+          for (int half = 0; half < 2; ++half) {
+            if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
+              Q4KTileAvx2<decltype(rows)::value>(group, end, half, job.q8k, nsb, r0, out);
+            } else {
+              Q6KTileAvx2<decltype(rows)::value>(group, end, half, job.q8k, nsb, r0, out);
+            }
+          }
+        });
+      });
+}
+
+MatMulKernel PackedKQuantKernel(WeightLayout layout) {
+  if (layout == WeightLayout::kQ4_Kx16) return &PackedKAvx2<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ6_Kx16) return &PackedKAvx2<WeightLayout::kQ6_Kx16>;
+  return nullptr;
+}
 #else
 MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return &PackedKPortable<WeightLayout::kQ4_Kx16>;
