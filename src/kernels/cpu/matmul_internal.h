@@ -97,11 +97,11 @@ void ForEachRowBlock(int64_t n_rows, int64_t row_bytes, const F& f) {
 
 // Rows of the next row tile with `left` rows to go: kMaxRows, but 4 where
 // kMaxRows would leave 1..3 behind (8 rows as 4 + 4, not 6 + 2, was 4%
-// faster on the F16 bench model), then 4, then 1..3.
+// faster on the F16 bench model), then 4, then 1..3; never above kMaxRows.
 template <int kMaxRows>
 constexpr int RowsInNextTile(int64_t left) {
   if (left == kMaxRows || left >= kMaxRows + 4) return kMaxRows;
-  return left >= 4 ? 4 : static_cast<int>(left);
+  return static_cast<int>(std::min<int64_t>(left >= 4 ? 4 : left, kMaxRows));
 }
 
 // Walks the rows in cache blocks (RowBlock), and in a block the columns
