@@ -1,8 +1,9 @@
 // MatMul kernels for F32, F16 and BF16 weights, compiled once per SIMD target.
 //
-// Tile: kCols weight rows x kRows activation rows. Each step converts one
-// vector of every weight row in the tile to F32 (vcvtph2ps / bf16 shift) and
-// feeds it to all kRows activation rows, so weights are read once per tile.
+// Tile: kC weight rows (output columns) x kR activation rows; kCols x kRows,
+// or kDecodeCols x 1 for a decode step. Each step converts one vector of
+// every weight row in the tile to F32 (vcvtph2ps / bf16 shift) and feeds it
+// to all kR activation rows, so weights are read once per tile.
 // Every (row, column) pair owns one vector accumulator: lane l sums the
 // products at i = l mod Lanes in order of i, with one MulAdd per step; the
 // tail is zero-padded to a full vector; lanes are summed by SumOfLanes at the
@@ -33,7 +34,8 @@ constexpr int kCols = HWY_MAX_BYTES >= 64 ? 4 : 2;
 // not by arithmetic: 8 columns are 8 streams and 8 independent FMA chains.
 // Zen 4 (1.25B F16, 2 threads, bench verify, alternating): 1 row 43.7 ->
 // 39.3 ms while memory was fast, 56.0 -> 55.5 ms while slow; 6, 12 and 16
-// columns were slower than 8, and 8 columns did not help 2 or 4 rows.
+// columns were slower than 8. 2-4 rows as 8 columns x 2 rows measured slower
+// (4 rows / 1 row 1.27-1.45 against 1.02-1.21 with the 4 x 4 tile).
 constexpr int kDecodeCols = HWY_MAX_BYTES >= 64 ? 8 : kCols;
 constexpr size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
