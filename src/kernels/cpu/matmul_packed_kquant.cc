@@ -129,15 +129,27 @@ void PackedKPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 }
 
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+// Software prefetch of the super-block kPrefetchAhead bytes ahead, within the
+// thread's range [.., end). Into L2 (T1), not L1: measured on Zen 4 (1.25B
+// Q4_K_M, 2 threads, bench verify, alternating), 1 / 4 / 8 rows took
+// 23.4 / 42.0 / 64.9 ms with T0 and 19.7 / 25.6 / 43.9 ms with T1.
 constexpr int kPrefetchAhead = 8192;
 
-// Into L2 (T1), not L1: measured on Zen 4 (1.25B Q4_K_M, 2 threads, bench
-// verify, alternating), 1 / 4 / 8 rows took 23.4 / 42.0 / 64.9 ms with T0
-// and 19.7 / 25.6 / 43.9 ms with T1.
-HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8_t* end) {
+// The super-block to prefetch while computing sb's, or null past the range.
+HWY_INLINE const uint8_t* AheadOf(const uint8_t* sb, int64_t bytes, const uint8_t* end) {
   const uint8_t* p = sb + kPrefetchAhead;
-  if (p + bytes > end) return;
-  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T1);
+  return p + bytes > end ? nullptr : p;
+}
+
+// One 64-byte line of it (a tile that spreads the prefetch over its quads).
+HWY_INLINE void PrefetchLine(const uint8_t* ahead, int line, int64_t bytes) {
+  if (ahead != nullptr && line * 64 < bytes) _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
+}
+
+// All of it at once.
+HWY_INLINE void PrefetchSuperBlock(const uint8_t* ahead, int64_t bytes) {
+  if (ahead == nullptr) return;
+  for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T1);
 }
 #endif
 
@@ -149,6 +161,16 @@ HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8
 // come from the activation block sums with vpdpwssd.
 #define KAKEYA_VNNI __attribute__((target("avx512vnni")))
 constexpr int kMaxTileRows = 8;
+
+// Tiles of up to 4 rows prefetch one line per quad, spread over the
+// super-block's work; larger ones, bound by arithmetic, all at its start.
+// Zen 4 (1.25B Q4_K_M, 2 threads, bench verify, 6 alternating rounds): 4
+// rows 23.7-24.6 -> 21.0-22.3 ms, 1, 2, 8 and 16 rows within the noise.
+// Spread for 8 and 16 rows as well, those were 3-5% slower (8 rows
+// 33.8-36.9 -> 35.2-38.4 ms), and issuing the 37-53 prefetches of a
+// super-block without the loop between them slowed every row count.
+template <int kR>
+constexpr bool kSpreadPrefetch = kR <= 4;
 
 HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
   int32_t v;
@@ -172,7 +194,8 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
   for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ4Bytes;
-    PrefetchSuperBlock(sb, kQ4Bytes, end);
+    const uint8_t* ahead = AheadOf(sb, kQ4Bytes, end);
+    if constexpr (!kSpreadPrefetch<kR>) PrefetchSuperBlock(ahead, kQ4Bytes);
     __m512i sumi[kR], summ[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
@@ -188,6 +211,7 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
       for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
+        if constexpr (kSpreadPrefetch<kR>) PrefetchLine(ahead, 8 * s + j, kQ4Bytes);
         const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + (8 * (s / 2) + j) * 64);
         const __m512i q = s % 2 == 0 ? _mm512_and_si512(raw, low4)
                                      : _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
@@ -225,7 +249,8 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
   for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ6Bytes;
-    PrefetchSuperBlock(sb, kQ6Bytes, end);
+    const uint8_t* ahead = AheadOf(sb, kQ6Bytes, end);
+    if constexpr (!kSpreadPrefetch<kR>) PrefetchSuperBlock(ahead, kQ6Bytes);
     __m512i sumi[kR], sumb[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
@@ -239,6 +264,7 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         const int quad = 4 * s + j, e = 4 * quad;
+        if constexpr (kSpreadPrefetch<kR>) PrefetchLine(ahead, quad, kQ6Bytes);
         const __m512i lo_raw = _mm512_loadu_si512(sb + kQ6Low + (quad % 32) * 64);
         const __m512i hi_raw = _mm512_loadu_si512(sb + kQ6High + (quad % 16) * 64);
         const __m512i lo = e < 128 ? _mm512_and_si512(lo_raw, low4)
@@ -340,7 +366,7 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
   for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ4Bytes;
-    if (half == 0) PrefetchSuperBlock(sb, kQ4Bytes, end);
+    if (half == 0) PrefetchSuperBlock(AheadOf(sb, kQ4Bytes, end), kQ4Bytes);
     const uint8_t* sb_half = sb + 8 * half;  // column 8 * half of each 16-byte row
     __m256i sumi[kR], summ[kR];
     const int8_t* xq[kR];
@@ -396,7 +422,7 @@ HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half
   for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ6Bytes;
-    if (half == 0) PrefetchSuperBlock(sb, kQ6Bytes, end);
+    if (half == 0) PrefetchSuperBlock(AheadOf(sb, kQ6Bytes, end), kQ6Bytes);
     const uint8_t* sb_half = sb + 8 * half;
     __m256i sumi[kR], sumb[kR];
     const int8_t* xq[kR];
