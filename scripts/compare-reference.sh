@@ -11,10 +11,13 @@
 # and, the first time, network access to the npm registry and ~15 minutes to
 # build llama-bench on 2 cores.
 #
-# Each round runs, per model, llama-bench (-p 1,4,8,16,128 -n 64), then
+# Each round runs, per model, llama-bench's tg64 and right after it `kakeya
+# run` (64 tokens), then llama-bench's pp (-p 4,8,16,128) and right after it
 # `kakeya bench verify` (1, 4, 8, 16 rows from an empty cache; then 128 rows
-# with --prefill) and `kakeya run` (64 tokens), alternating, so slow phases of
-# a shared machine hit both engines alike. The table gives medians over rounds:
+# with --prefill): the measurements compared are taken next to each other, so
+# the slow and fast phases of a shared machine's memory (here 34 vs 60 GB/s,
+# flipping within minutes) hit both engines alike. The table gives medians
+# over rounds, and each ratio is the median of the rounds' ratios:
 #   decode tok/s   kakeya run -n 64 vs llama-bench tg64
 #   cost(L)/cost(1) one forward over L rows / one decode step:
 #                  kakeya: bench verify ms(L) / ms(1), logits for all L rows
@@ -37,7 +40,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -77,13 +80,14 @@ for r in $(seq 1 "$rounds"); do
   for t in $types; do
     m=$scratch/models/bench-1b-$t.gguf
     echo "round $r/$rounds: $t" >&2
-    "$llama_bench" -m "$m" -p 1,4,8,16,128 -n 64 -t "$threads" -r 3 -o json > "$out/ref-$t-$r.json" 2>/dev/null
+    "$llama_bench" -m "$m" -p 0 -n 64 -t "$threads" -r 3 -o json > "$out/ref-tg-$t-$r.json" 2>/dev/null
+    "$kakeya" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none -t "$threads" --json \
+      > "$out/run-$t-$r.json" 2>/dev/null
+    "$llama_bench" -m "$m" -p 4,8,16,128 -n 0 -t "$threads" -r 3 -o json > "$out/ref-pp-$t-$r.json" 2>/dev/null
     "$kakeya" bench verify -m "$m" --rows 1,4,8,16 --context 0 --reps 5 -t "$threads" --json \
       > "$out/verify-$t-$r.json" 2>/dev/null
     "$kakeya" bench verify -m "$m" --rows 128 --prefill --context 0 --reps 3 -t "$threads" --json \
       > "$out/prefill-$t-$r.json" 2>/dev/null
-    "$kakeya" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none -t "$threads" --json \
-      > "$out/run-$t-$r.json" 2>/dev/null
   done
 done
 
@@ -94,29 +98,29 @@ out, rounds, types = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 med = statistics.median
 cpu = json.load(open(f"{out}/verify-{types[0]}-1.json"))
 print(f"\ncpu: {cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round); "
-      f"medians of {rounds} alternating rounds; raw results in {out}\n")
+      f"medians of {rounds} alternating rounds (ratios: medians of the rounds' ratios); raw results in {out}\n")
 head = ("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
         "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio")
 rows = []
 for t in types:
     ref_tg, ref_pp, k_dec, k_ms = [], {}, [], {}
     for r in range(1, rounds + 1):
-        for e in json.load(open(f"{out}/ref-{t}-{r}.json")):
-            if e["n_gen"] > 0:
-                ref_tg.append(e["avg_ts"])
-            else:
-                ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
+        ref_tg += [e["avg_ts"] for e in json.load(open(f"{out}/ref-tg-{t}-{r}.json"))]
+        for e in json.load(open(f"{out}/ref-pp-{t}-{r}.json")):
+            ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
         k_dec.append(json.load(open(f"{out}/run-{t}-{r}.json"))["timings"]["decode_tok_s"])
         for name in ("verify", "prefill"):
             for row in json.load(open(f"{out}/{name}-{t}-{r}.json"))["rows"]:
                 k_ms.setdefault(row["n"], []).append(row["ms"])
-    tg = med(ref_tg)
-    ref_cost = {n: (n / med(ref_pp[n])) * tg for n in (4, 8, 16)}
-    k_cost = {n: med(k_ms[n]) / med(k_ms[1]) for n in (4, 8, 16)}
-    k_pp, r_pp = 128e3 / med(k_ms[128]), med(ref_pp[128])
-    rows.append((t, f"{med(k_dec):.1f} / {tg:.1f}", f"{med(k_dec) / tg:.2f}",
+    per_round = range(rounds)
+    dec_ratio = med(k_dec[i] / ref_tg[i] for i in per_round)
+    ref_cost = {n: med((n / ref_pp[n][i]) * ref_tg[i] for i in per_round) for n in (4, 8, 16)}
+    k_cost = {n: med(k_ms[n][i] / k_ms[1][i] for i in per_round) for n in (4, 8, 16)}
+    k_pp = [128e3 / ms for ms in k_ms[128]]
+    pp_ratio = med(k_pp[i] / ref_pp[128][i] for i in per_round)
+    rows.append((t, f"{med(k_dec):.1f} / {med(ref_tg):.1f}", f"{dec_ratio:.2f}",
                  *[f"{k_cost[n]:.2f} / {ref_cost[n]:.2f}" for n in (4, 8, 16)],
-                 f"{k_pp:.1f} / {r_pp:.1f}", f"{k_pp / r_pp:.2f}"))
+                 f"{med(k_pp):.1f} / {med(ref_pp[128]):.1f}", f"{pp_ratio:.2f}"))
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for row in rows:
