@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
@@ -283,6 +284,30 @@ TEST(Cli, RunJsonHasTheDocumentedFields) {
                             "\"load_ms\"", "\"prefill_ms\"", "\"decode_ms\"", "\"prefill_tok_s\"",
                             "\"decode_tok_s\""}) {
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " missing in " << r.output;
+  }
+}
+
+// The documented fields of `bench verify --json` (README, issue #8), with the
+// roofline the higher of its two readings. Times are a benchmark's business:
+// only their presence and sign are checked.
+TEST(Cli, BenchVerifyJsonHasTheDocumentedFields) {
+  const CommandResult r = RunKakeya("bench verify -m " + kTinyLlama + " --rows 1,3 --reps 1 --context 4 -t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  for (const char* field : {"cpu", "features", "roofline_gbps", "roofline_gbps_before", "roofline_gbps_after",
+                            "weight_gb", "rows"}) {
+    EXPECT_TRUE(j.contains(field)) << field << " missing in " << r.output;
+  }
+  EXPECT_GT(j["roofline_gbps"].get<double>(), 0.0);
+  EXPECT_EQ(j["roofline_gbps"].get<double>(),
+            std::max(j["roofline_gbps_before"].get<double>(), j["roofline_gbps_after"].get<double>()));
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["n"], 1);
+  EXPECT_EQ(j["rows"][0]["ratio"].get<double>(), 1.0);
+  EXPECT_EQ(j["rows"][1]["n"], 3);
+  for (const auto& row : j["rows"]) {
+    EXPECT_GT(row["ms"].get<double>(), 0.0);
+    EXPECT_GT(row["gbps"].get<double>(), 0.0);
   }
 }
 
