@@ -13,7 +13,6 @@
 //   build-kern/bin/matmul_bench --benchmark_filter='MatMul/(F16|Q8_0|Q4_K)/avx512_vnni'
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
-#include <sys/mman.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matmul.h"
@@ -45,19 +45,9 @@ ThreadPool& SinglePool() {
   return pool;
 }
 
-struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
-};
-using Buffer = std::unique_ptr<uint8_t, AlignedFree>;
-// In 2 MiB pages, as a model's weights are (Model's weight buffer) and as
-// the CLI's roofline reads: through 4 KiB pages every page is a TLB miss.
-Buffer Alloc(size_t bytes) {
-  constexpr size_t kHugePage = size_t{1} << 21;
-  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, rounded));
-  if (p != nullptr) madvise(p, rounded, MADV_HUGEPAGE);
-  return Buffer(p);
-}
+// In 2 MiB pages, as a model's weights are and as the CLI's roofline reads.
+using Buffer = HugePageBuffer;
+Buffer Alloc(size_t bytes) { return AllocateHugePages(bytes); }
 
 // A weight matrix of >= min_bytes: 64 properly quantized random rows, repeated.
 // With `pack`, the matrix in the layout PackWeights gives it (as models load).

@@ -1,14 +1,12 @@
 #include "roofline.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <vector>
+
+#include "base/huge_pages.h"
 
 namespace kakeya::cli {
 namespace {
@@ -52,19 +50,17 @@ double MeasureReadBandwidthGBps(ThreadPool& pool) {
   // stream. Zen 4, 2 threads, alternating, memory in its slow phase:
   // 33.4-35.1 GB/s with 4 KiB pages, 36.7-37.2 with 2 MiB ones, while
   // llama.cpp's F16 decode implied 37 GB/s and ours 34.7.
-  constexpr size_t kHugePage = size_t{1} << 21;
-  std::unique_ptr<uint64_t, decltype(&std::free)> buf(
-      static_cast<uint64_t*>(std::aligned_alloc(kHugePage, kBytes)), &std::free);
-  if (!buf) return 0.0;
-  madvise(buf.get(), kBytes, MADV_HUGEPAGE);
-  std::memset(buf.get(), 1, kBytes);  // touch every page before timing
+  const HugePageBuffer bytes = AllocateHugePages(kBytes);
+  if (!bytes) return 0.0;
+  auto* buf = reinterpret_cast<uint64_t*>(bytes.get());
+  std::memset(buf, 1, kBytes);  // touch every page before timing
   const int64_t n_chunks = 256;
   const size_t chunk = kWords / n_chunks;
   std::vector<uint64_t> sink(pool.size());
   double best = 0.0;
   for (int pass = 0; pass < 5; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.Run(n_chunks, [&](int64_t c, int thread) { sink[thread] ^= FoldRange(buf.get() + c * chunk, chunk); });
+    pool.Run(n_chunks, [&](int64_t c, int thread) { sink[thread] ^= FoldRange(buf + c * chunk, chunk); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, kBytes / s / 1e9);
   }

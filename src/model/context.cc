@@ -6,15 +6,12 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/huge_pages.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ops.h"
 
 namespace kakeya {
 namespace {
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 
 // 64-byte aligned, zero-initialised storage allocated once.
 template <typename T>

@@ -3,11 +3,11 @@
 // scratch) lives in a Context (model/context.h).
 #pragma once
 
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "tokenizer/tokenizer.h"
@@ -95,9 +95,6 @@ class Model {
   size_t weight_bytes() const;
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-  };
   Model() = default;
   // Moves every matrix the forward streams into one buffer of 2 MiB pages,
   // repacked where it has a faster layout (matmul.h, PackWeights), once, and
@@ -107,7 +104,7 @@ class Model {
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
   HParams hp_;
-  std::unique_ptr<uint8_t, FreeDeleter> weight_buffer_;  // MoveMatricesToWeightBuffer
+  HugePageBuffer weight_buffer_;  // MoveMatricesToWeightBuffer
 };
 
 }  // namespace kakeya
