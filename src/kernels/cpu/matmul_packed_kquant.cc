@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #if HWY_ARCH_X86
 #include <immintrin.h>
 #endif
@@ -186,12 +187,29 @@ HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_sig
   return is_signed ? _mm512_cvtepi8_epi16(ab) : _mm512_cvtepu8_epi16(ab);
 }
 
+// Calls f(integral_constant<0>), ..., f(integral_constant<kN - 1>): offsets
+// and masks become immediates, where GCC's unroll pragma gave up on the
+// larger tiles and kept a branch per quad.
+template <int kN, typename F>
+HWY_INLINE KAKEYA_VNNI void Unrolled(const F& f) {
+  [&]<int... kI>(std::integer_sequence<int, kI...>) __attribute__((always_inline)) KAKEYA_VNNI {
+    (f(std::integral_constant<int, kI>()), ...);
+  }(std::make_integer_sequence<int, kN>());
+}
+
+// Pins v's value at this point. GCC otherwise reassociates a tile's running
+// integer sum into a tree over all its sub-blocks, keeping every sub-block's
+// sums alive to the end: the 8-row tiles spilled them to the stack.
+HWY_INLINE void Pin(__m512i& v) { asm("" : "+v"(v)); }
+
 template <int kR>
 HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
                                       int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  __m512 acc[kR];
-  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+  // The float sums live in `out` (touched once per super-block), leaving the
+  // registers to the integer sums: in registers, they made the 8-row tiles
+  // touch the stack 205 (Q4_K) and 106 (Q6_K) times instead of 83 and 85.
+  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], _mm512_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ4Bytes;
     const uint8_t* ahead = AheadOf(sb, kQ4Bytes, end);
@@ -202,24 +220,35 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
       sumi[r] = summ[r] = _mm512_setzero_si512();
       xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
     }
-    // Unrolled so that the quad offsets are immediates (the broadcast folds
-    // into vpdpbusd's memory operand) and the accumulators stay in place:
-    // rolled, GCC spent ~2 register moves per vpdpbusd.
-#pragma GCC unroll 2
-    for (int s = 0; s < 8; ++s) {
-      __m512i isum[kR];
-      for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        if constexpr (kSpreadPrefetch<kR>) PrefetchLine(ahead, 8 * s + j, kQ4Bytes);
-        const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + (8 * (s / 2) + j) * 64);
-        const __m512i q = s % 2 == 0 ? _mm512_and_si512(raw, low4)
-                                     : _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
-        for (int r = 0; r < kR; ++r) isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq[r] + 32 * s + 4 * j));
+    // Sub-blocks 2t and 2t + 1 are the low and high nibbles of the same 8
+    // chunks: each chunk is loaded once for both, and each row gets two
+    // independent chains of vpdpbusd (one chain kept a 1-row tile waiting on
+    // vpdpbusd's latency: 13.7 -> 9.9 us for MatMulInCache/Q4_Kx16 rows:1).
+    Unrolled<4>([&](auto t) __attribute__((always_inline)) KAKEYA_VNNI {
+      __m512i lo_sum[kR], hi_sum[kR];
+      for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm512_setzero_si512();
+      Unrolled<8>([&](auto j) __attribute__((always_inline)) KAKEYA_VNNI {
+        constexpr int kChunk = 8 * t + j;
+        if constexpr (kSpreadPrefetch<kR>) {  // 37 lines over 32 chunks
+          PrefetchLine(ahead, kChunk, kQ4Bytes);
+          if constexpr (kChunk < 5) PrefetchLine(ahead, 32 + kChunk, kQ4Bytes);
+        }
+        const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + kChunk * 64);
+        const __m512i lo = _mm512_and_si512(raw, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        for (int r = 0; r < kR; ++r) {
+          lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, BroadcastQuad(xq[r] + 64 * t + 4 * j));
+          hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, BroadcastQuad(xq[r] + 64 * t + 32 + 4 * j));
+        }
+      });
+      const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 32 * t)));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 32 * t + 16)));
+      for (int r = 0; r < kR; ++r) {
+        sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(lo_sum[r], sc_lo));
+        sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(hi_sum[r], sc_hi));
+        Pin(sumi[r]);
       }
-      const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 16 * s)));
-      for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
-    }
+    });
     for (int t = 0; t < 4; ++t) {
       const __m512i mn = PairBytes16(sb + kQ4Mins + 32 * t, sb + kQ4Mins + 32 * t + 16, false);
       for (int r = 0; r < kR; ++r) {
@@ -234,19 +263,19 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 32)));
     for (int r = 0; r < kR; ++r) {
       const __m512 dx = _mm512_set1_ps(a.d[(r0 + r) * nsb + b]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r]), _mm512_mul_ps(d, dx), acc[r]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[r]), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), dx), acc[r]);
+      __m512 acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sumi[r]), _mm512_mul_ps(d, dx), _mm512_loadu_ps(out[r]));
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(summ[r]), _mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), dmin), dx), acc);
+      _mm512_storeu_ps(out[r], acc);
     }
   }
-  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
 template <int kR>
 HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
                                       int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits_from_lo = _mm512_set1_epi8(static_cast<char>(0xCF));
-  __m512 acc[kR];
-  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
+  // The float sums live in `out`, as in Q4KTile.
+  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], _mm512_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ6Bytes;
     const uint8_t* ahead = AheadOf(sb, kQ6Bytes, end);
@@ -257,32 +286,56 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
       sumi[r] = sumb[r] = _mm512_setzero_si512();
       xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
     }
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; ++s) {
-      __m512i isum[kR];
-      for (int r = 0; r < kR; ++r) isum[r] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const int quad = 4 * s + j, e = 4 * quad;
-        if constexpr (kSpreadPrefetch<kR>) PrefetchLine(ahead, quad, kQ6Bytes);
-        const __m512i lo_raw = _mm512_loadu_si512(sb + kQ6Low + (quad % 32) * 64);
-        const __m512i hi_raw = _mm512_loadu_si512(sb + kQ6High + (quad % 16) * 64);
-        const __m512i lo = e < 128 ? _mm512_and_si512(lo_raw, low4)
-                                   : _mm512_and_si512(_mm512_srli_epi16(lo_raw, 4), low4);
-        // The top 2 bits (at bits 2i..2i+1, i = e / 64) shifted to bits 4-5;
-        // whatever the 16-bit shift drags in from the next byte lands
-        // elsewhere, and one vpternlogd takes bits 4-5 from it and the rest
-        // from lo (whose bits 6-7 are 0). With shift, mask, shift and or
-        // per quad this tile was compute-bound at 36 GB/s per core in L2.
-        const int shift = 2 * (e / 64);
-        const __m512i hi = shift < 4 ? _mm512_slli_epi16(hi_raw, 4 - shift)
-                           : shift == 4 ? hi_raw : _mm512_srli_epi16(hi_raw, 2);
-        const __m512i q = _mm512_ternarylogic_epi32(bits_from_lo, lo, hi, 0xCA);  // a ? b : c
-        for (int r = 0; r < kR; ++r) isum[r] = _mm512_dpbusd_epi32(isum[r], q, BroadcastQuad(xq[r] + e));
+    // Hi chunk v holds the top bits of quads v, v + 16, v + 32 and v + 48,
+    // whose low bits are in lo chunks v, v + 16, v and v + 16 (low nibbles,
+    // then high): quad v + 16i is quad v % 4 of sub-block v / 4 + 4i. So the
+    // hi chunks 4g .. 4g + 3 complete sub-blocks g, g + 4, g + 8, g + 12.
+    // Tiles of up to 4 rows sum all four at once (three loads per four
+    // quads, four independent chains per row); 8 rows have registers for
+    // two, i = 0 and 2 (lo chunk v), then i = 1 and 3 (lo chunk v + 16).
+    constexpr int kSumsAtOnce = kR <= 4 ? 4 : 2;
+    Unrolled<4 * 4 / kSumsAtOnce>([&](auto step) __attribute__((always_inline)) KAKEYA_VNNI {
+      constexpr int g = kSumsAtOnce == 4 ? step : step / 2;
+      constexpr int kFirstI = kSumsAtOnce == 4 ? 0 : step % 2;  // i = kFirstI + (4 / kSumsAtOnce) h
+      constexpr int kIStep = 4 / kSumsAtOnce;
+      __m512i sub_sum[kSumsAtOnce][kR];
+      for (int h = 0; h < kSumsAtOnce; ++h)
+        for (int r = 0; r < kR; ++r) sub_sum[h][r] = _mm512_setzero_si512();
+      Unrolled<4>([&](auto m) __attribute__((always_inline)) KAKEYA_VNNI {
+        constexpr int v = 4 * g + m;
+        if constexpr (kSpreadPrefetch<kR>) {  // 53 lines over 16 steps
+          for (int k = 0; k < 4; ++k) PrefetchLine(ahead, 4 * v + k, kQ6Bytes);
+        }
+        const __m512i hi_raw = _mm512_loadu_si512(sb + kQ6High + v * 64);
+        __m512i lo_raw[2];
+        for (int l = 0; l < 2; ++l) {
+          if (kSumsAtOnce == 4 || l == kFirstI) lo_raw[l] = _mm512_loadu_si512(sb + kQ6Low + (v + 16 * l) * 64);
+        }
+        for (int h = 0; h < kSumsAtOnce; ++h) {
+          const int i = kFirstI + kIStep * h;
+          const __m512i lo = i < 2 ? _mm512_and_si512(lo_raw[i % 2], low4)
+                                   : _mm512_and_si512(_mm512_srli_epi16(lo_raw[i % 2], 4), low4);
+          // The top 2 bits (at bits 2i..2i+1) shifted to bits 4-5; whatever
+          // the 16-bit shift drags in from the next byte lands elsewhere, and
+          // one vpternlogd takes bits 4-5 from it and the rest from lo (whose
+          // bits 6-7 are 0). With shift, mask, shift and or per quad this
+          // tile was compute-bound at 36 GB/s per core in L2.
+          const __m512i hi = i < 2 ? _mm512_slli_epi16(hi_raw, 4 - 2 * i)
+                             : i == 2 ? hi_raw : _mm512_srli_epi16(hi_raw, 2);
+          const __m512i q = _mm512_ternarylogic_epi32(bits_from_lo, lo, hi, 0xCA);  // a ? b : c
+          const int e = 16 * (g + 4 * i) + 4 * m;
+          for (int r = 0; r < kR; ++r) sub_sum[h][r] = _mm512_dpbusd_epi32(sub_sum[h][r], q, BroadcastQuad(xq[r] + e));
+        }
+      });
+      for (int h = 0; h < kSumsAtOnce; ++h) {
+        const int sub = g + 4 * (kFirstI + kIStep * h);
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * sub)));
+        for (int r = 0; r < kR; ++r) {
+          sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(sub_sum[h][r], sc));
+          Pin(sumi[r]);
+        }
       }
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * s)));
-      for (int r = 0; r < kR; ++r) sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(isum[r], sc));
-    }
+    });
     for (int t = 0; t < 8; ++t) {
       const __m512i sc = PairBytes16(sb + kQ6Scales + 32 * t, sb + kQ6Scales + 32 * t + 16, true);
       for (int r = 0; r < kR; ++r) {
@@ -295,10 +348,9 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
     for (int r = 0; r < kR; ++r) {
       const __m512i total = _mm512_sub_epi32(sumi[r], _mm512_slli_epi32(sumb[r], 5));
       const __m512 dx = _mm512_set1_ps(a.d[(r0 + r) * nsb + b]);
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dx), acc[r]);
+      _mm512_storeu_ps(out[r], _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(d, dx), _mm512_loadu_ps(out[r])));
     }
   }
-  for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
 }
 
 template <WeightLayout kLayout, int kR>
