@@ -152,6 +152,35 @@ HWY_INLINE void PrefetchSuperBlock(const uint8_t* ahead, int64_t bytes) {
   if (ahead == nullptr) return;
   for (int64_t l = 0; l < bytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T1);
 }
+
+// The tiles' target attribute: VNNI's vpdpbusd needs it named on every
+// function that inlines into a tile (AVX2 needs nothing beyond Highway's).
+#if HWY_TARGET == HWY_AVX3_DL
+#define KAKEYA_TILE_TARGET __attribute__((target("avx512vnni")))
+#else
+#define KAKEYA_TILE_TARGET
+#endif
+// A lambda body inlined into its tile (see Unrolled).
+#define KAKEYA_UNROLLED __attribute__((always_inline)) KAKEYA_TILE_TARGET
+
+// Calls f(integral_constant<0>), ..., f(integral_constant<kN - 1>): offsets
+// and masks become immediates, where GCC's unroll pragma left the sub-block
+// loops rolled, with a run-time branch per quad.
+template <int kN, typename F>
+HWY_INLINE KAKEYA_TILE_TARGET void Unrolled(const F& f) {
+  [&]<int... kI>(std::integer_sequence<int, kI...>) KAKEYA_UNROLLED {
+    (f(std::integral_constant<int, kI>()), ...);
+  }(std::make_integer_sequence<int, kN>());
+}
+
+// Pins v's value at this point. GCC otherwise reassociates a tile's running
+// integer sum into a tree over all its sub-blocks, keeping every sub-block's
+// sums alive to the end: the 8-row Q6_K tile touched the stack 355 times
+// instead of 85.
+template <typename V>
+HWY_INLINE void Pin(V& v) {
+  asm("" : "+v"(v));
+}
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -160,7 +189,6 @@ HWY_INLINE void PrefetchSuperBlock(const uint8_t* ahead, int64_t bytes) {
 // masks) and meet every row's broadcast activation quad in one vpdpbusd;
 // a sub-block's int32 sums are scaled with vpmulld, the min / offset terms
 // come from the activation block sums with vpdpwssd.
-#define KAKEYA_VNNI __attribute__((target("avx512vnni")))
 constexpr int kMaxTileRows = 8;
 
 // Tiles of up to 4 rows prefetch one line per quad, spread over the
@@ -187,23 +215,8 @@ HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_sig
   return is_signed ? _mm512_cvtepi8_epi16(ab) : _mm512_cvtepu8_epi16(ab);
 }
 
-// Calls f(integral_constant<0>), ..., f(integral_constant<kN - 1>): offsets
-// and masks become immediates, where GCC's unroll pragma gave up on the
-// larger tiles and kept a branch per quad.
-template <int kN, typename F>
-HWY_INLINE KAKEYA_VNNI void Unrolled(const F& f) {
-  [&]<int... kI>(std::integer_sequence<int, kI...>) __attribute__((always_inline)) KAKEYA_VNNI {
-    (f(std::integral_constant<int, kI>()), ...);
-  }(std::make_integer_sequence<int, kN>());
-}
-
-// Pins v's value at this point. GCC otherwise reassociates a tile's running
-// integer sum into a tree over all its sub-blocks, keeping every sub-block's
-// sums alive to the end: the 8-row tiles spilled them to the stack.
-HWY_INLINE void Pin(__m512i& v) { asm("" : "+v"(v)); }
-
 template <int kR>
-HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
+HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
                                       int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // The float sums live in `out` (touched once per super-block), leaving the
@@ -224,10 +237,10 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
     // chunks: each chunk is loaded once for both, and each row gets two
     // independent chains of vpdpbusd (one chain kept a 1-row tile waiting on
     // vpdpbusd's latency: 13.7 -> 9.9 us for MatMulInCache/Q4_Kx16 rows:1).
-    Unrolled<4>([&](auto t) __attribute__((always_inline)) KAKEYA_VNNI {
+    Unrolled<4>([&](auto t) KAKEYA_UNROLLED {
       __m512i lo_sum[kR], hi_sum[kR];
       for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm512_setzero_si512();
-      Unrolled<8>([&](auto j) __attribute__((always_inline)) KAKEYA_VNNI {
+      Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
         constexpr int kChunk = 8 * t + j;
         if constexpr (kSpreadPrefetch<kR>) {  // 37 lines over 32 chunks
           PrefetchLine(ahead, kChunk, kQ4Bytes);
@@ -271,7 +284,7 @@ HWY_NOINLINE KAKEYA_VNNI void Q4KTile(const uint8_t* group, const uint8_t* end, 
 }
 
 template <int kR>
-HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
+HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
                                       int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits_from_lo = _mm512_set1_epi8(static_cast<char>(0xCF));
   // The float sums live in `out`, as in Q4KTile.
@@ -294,14 +307,14 @@ HWY_NOINLINE KAKEYA_VNNI void Q6KTile(const uint8_t* group, const uint8_t* end, 
     // quads, four independent chains per row); 8 rows have registers for
     // two, i = 0 and 2 (lo chunk v), then i = 1 and 3 (lo chunk v + 16).
     constexpr int kSumsAtOnce = kR <= 4 ? 4 : 2;
-    Unrolled<4 * 4 / kSumsAtOnce>([&](auto step) __attribute__((always_inline)) KAKEYA_VNNI {
+    Unrolled<4 * 4 / kSumsAtOnce>([&](auto step) KAKEYA_UNROLLED {
       constexpr int g = kSumsAtOnce == 4 ? step : step / 2;
       constexpr int kFirstI = kSumsAtOnce == 4 ? 0 : step % 2;  // i = kFirstI + (4 / kSumsAtOnce) h
       constexpr int kIStep = 4 / kSumsAtOnce;
       __m512i sub_sum[kSumsAtOnce][kR];
       for (int h = 0; h < kSumsAtOnce; ++h)
         for (int r = 0; r < kR; ++r) sub_sum[h][r] = _mm512_setzero_si512();
-      Unrolled<4>([&](auto m) __attribute__((always_inline)) KAKEYA_VNNI {
+      Unrolled<4>([&](auto m) KAKEYA_UNROLLED {
         constexpr int v = 4 * g + m;
         if constexpr (kSpreadPrefetch<kR>) {  // 53 lines over 16 steps
           for (int k = 0; k < 4; ++k) PrefetchLine(ahead, 4 * v + k, kQ6Bytes);
@@ -374,7 +387,6 @@ void PackedKVnni(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
         });
       });
 }
-#undef KAKEYA_VNNI
 
 MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return &PackedKVnni<WeightLayout::kQ4_Kx16>;
@@ -414,8 +426,8 @@ template <int kR>
 HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,
                               int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[kR];
-  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  // The float sums live in `out`, as in the VNNI tile.
+  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ4Bytes;
     if (half == 0) PrefetchSuperBlock(AheadOf(sb, kQ4Bytes, end), kQ4Bytes);
@@ -426,24 +438,33 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
       sumi[r] = summ[r] = _mm256_setzero_si256();
       xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
     }
-#pragma GCC unroll 2
-    for (int s = 0; s < 8; ++s) {
-      __m256i p[kR];
-      for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const __m256i raw = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(sb + kQ4Quants + (8 * (s / 2) + j) * 64 + 32 * half));
-        const __m256i q = s % 2 == 0 ? _mm256_and_si256(raw, low4)
-                                     : _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+    // As in the VNNI tile: sub-blocks 2t and 2t + 1 are the two nibbles of
+    // the same chunks, loaded once for both, two independent sums per row.
+    Unrolled<4>([&](auto t) KAKEYA_UNROLLED {
+      __m256i lo_sum[kR], hi_sum[kR];  // int16 pairs
+      for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm256_setzero_si256();
+      Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
+        const __m256i raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4Quants + (8 * t + j) * 64 + 32 * half));
+        const __m256i lo = _mm256_and_si256(raw, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
         for (int r = 0; r < kR; ++r) {
-          p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + 32 * s + 4 * j)));
+          lo_sum[r] = _mm256_add_epi16(lo_sum[r], _mm256_maddubs_epi16(lo, BroadcastQuad(xq[r] + 64 * t + 4 * j)));
+          hi_sum[r] = _mm256_add_epi16(hi_sum[r], _mm256_maddubs_epi16(hi, BroadcastQuad(xq[r] + 64 * t + 32 + 4 * j)));
+          // Chains, not trees over all 8 products: GCC's reassociation kept
+          // them all alive, and a 4-row tile touched the stack 417 times, not 63.
+          Pin(lo_sum[r]);
+          Pin(hi_sum[r]);
         }
+      });
+      const uint8_t* sc = sb_half + kQ4Scales + 32 * t;
+      const __m256i sc_lo = PairBytes8(sc, sc, false), sc_hi = PairBytes8(sc + 16, sc + 16, false);
+      for (int r = 0; r < kR; ++r) {
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(lo_sum[r], sc_lo));
+        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(hi_sum[r], sc_hi));
+        Pin(sumi[r]);
       }
-      const uint8_t* sc = sb_half + kQ4Scales + 16 * s;
-      const __m256i sc2 = PairBytes8(sc, sc, false);
-      for (int r = 0; r < kR; ++r) sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p[r], sc2));
-    }
+    });
     for (int t = 0; t < 4; ++t) {
       const __m256i mn = PairBytes8(sb_half + kQ4Mins + 32 * t, sb_half + kQ4Mins + 32 * t + 16, false);
       for (int r = 0; r < kR; ++r) {
@@ -452,26 +473,26 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
         const uint32_t pair = static_cast<uint16_t>(bs[0] + bs[1]) |
                               static_cast<uint32_t>(static_cast<uint16_t>(bs[2] + bs[3])) << 16;
         summ[r] = _mm256_add_epi32(summ[r], _mm256_madd_epi16(mn, _mm256_set1_epi32(static_cast<int>(pair))));
+        Pin(summ[r]);
       }
     }
     const __m256 d = LoadF16x8(sb + 16 * half);
     const __m256 dmin = LoadF16x8(sb + 32 + 16 * half);
     for (int r = 0; r < kR; ++r) {
       const __m256 dx = _mm256_set1_ps(a.d[(r0 + r) * nsb + b]);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r]), _mm256_mul_ps(d, dx), acc[r]);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ[r]), _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), dmin), dx),
-                               acc[r]);
+      __m256 acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[r]), _mm256_mul_ps(d, dx), _mm256_loadu_ps(out[r] + 8 * half));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summ[r]), _mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), dmin), dx), acc);
+      _mm256_storeu_ps(out[r] + 8 * half, acc);
     }
   }
-  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
 }
 
 template <int kR>
 HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,
                               int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), top2 = _mm256_set1_epi8(0x30);
-  __m256 acc[kR];
-  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  // The float sums live in `out`, as in the VNNI tile.
+  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ6Bytes;
     if (half == 0) PrefetchSuperBlock(AheadOf(sb, kQ6Bytes, end), kQ6Bytes);
@@ -482,52 +503,69 @@ HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half
       sumi[r] = sumb[r] = _mm256_setzero_si256();
       xq[r] = a.qs + ((r0 + r) * nsb + b) * kQKK;
     }
-#pragma GCC unroll 16
-    for (int s = 0; s < 16; ++s) {
-      const uint8_t* sc = sb_half + kQ6Scales + 16 * s;
-      const __m256i sc2 = PairBytes8(sc, sc, true);
-#pragma GCC unroll 2
-      for (int pair = 0; pair < 2; ++pair) {
-        __m256i p[kR];
-        for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
-#pragma GCC unroll 2
-        for (int j = 2 * pair; j < 2 * pair + 2; ++j) {
-          const int quad = 4 * s + j, e = 4 * quad;
-          const __m256i lo_raw =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6Low + (quad % 32) * 64 + 32 * half));
-          const __m256i hi_raw =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6High + (quad % 16) * 64 + 32 * half));
-          const __m256i lo = e < 128 ? _mm256_and_si256(lo_raw, low4)
-                                     : _mm256_and_si256(_mm256_srli_epi16(lo_raw, 4), low4);
-          // The top 2 bits (bits 2i..2i+1, i = e / 64) to bits 4-5; what the
-          // 16-bit shift drags in from the next byte is masked off.
-          const int shift = 2 * (e / 64);
-          const __m256i hi_shifted = shift < 4 ? _mm256_slli_epi16(hi_raw, 4 - shift)
-                                     : shift == 4 ? hi_raw : _mm256_srli_epi16(hi_raw, 2);
-          const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi_shifted, top2));
-          for (int r = 0; r < kR; ++r) {
-            p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + e)));
+    // As in the VNNI tile: hi chunks 4g .. 4g + 3 complete sub-blocks g,
+    // g + 4, g + 8 and g + 12 (i = 0 .. 3), two quads (one int16 pair sum)
+    // at a time. With 16 ymm registers, tiles of 1-2 rows sum two of them at
+    // once (i = iset and iset + 2, which share a lo chunk), 4 rows one (all
+    // four at once for 1 row: 20.4 vs 19.0 us in MatMulInCache).
+    constexpr int kSumsAtOnce = kR <= 2 ? 2 : 1;
+    constexpr int kISets = 4 / kSumsAtOnce;
+    Unrolled<4 * 2 * kISets>([&](auto step) KAKEYA_UNROLLED {
+      constexpr int g = step / (2 * kISets), k = step / kISets % 2, iset = step % kISets;
+      __m256i p[kSumsAtOnce][kR];  // int16 pairs
+      for (int h = 0; h < kSumsAtOnce; ++h)
+        for (int r = 0; r < kR; ++r) p[h][r] = _mm256_setzero_si256();
+      Unrolled<2>([&](auto n) KAKEYA_UNROLLED {
+        constexpr int v = 4 * g + 2 * k + n;
+        const __m256i hi_raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6High + v * 64 + 32 * half));
+        __m256i lo_raw[2];
+        for (int l = 0; l < 2; ++l) {
+          if (kSumsAtOnce == 4 || l == iset % 2) {
+            lo_raw[l] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6Low + (v + 16 * l) * 64 + 32 * half));
           }
         }
-        for (int r = 0; r < kR; ++r) sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p[r], sc2));
+        for (int h = 0; h < kSumsAtOnce; ++h) {
+          const int i = iset + kISets * h;
+          const __m256i lo = i < 2 ? _mm256_and_si256(lo_raw[i % 2], low4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(lo_raw[i % 2], 4), low4);
+          // The top 2 bits (bits 2i..2i+1) to bits 4-5; what the 16-bit
+          // shift drags in from the next byte is masked off.
+          const __m256i hi_shifted = i < 2 ? _mm256_slli_epi16(hi_raw, 4 - 2 * i)
+                                     : i == 2 ? hi_raw : _mm256_srli_epi16(hi_raw, 2);
+          const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi_shifted, top2));
+          const int e = 16 * (g + 4 * i) + 4 * (2 * k + n);
+          for (int r = 0; r < kR; ++r) {
+            p[h][r] = _mm256_add_epi16(p[h][r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + e)));
+            Pin(p[h][r]);
+          }
+        }
+      });
+      for (int h = 0; h < kSumsAtOnce; ++h) {
+        const uint8_t* sc = sb_half + kQ6Scales + 16 * (g + 4 * (iset + kISets * h));
+        const __m256i sc2 = PairBytes8(sc, sc, true);
+        for (int r = 0; r < kR; ++r) {
+          sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(p[h][r], sc2));
+          Pin(sumi[r]);
+        }
       }
-    }
+    });
     for (int t = 0; t < 8; ++t) {
       const __m256i sc = PairBytes8(sb_half + kQ6Scales + 32 * t, sb_half + kQ6Scales + 32 * t + 16, true);
       for (int r = 0; r < kR; ++r) {
         int32_t pair;
         std::memcpy(&pair, a.bsums + ((r0 + r) * nsb + b) * 16 + 2 * t, 4);
         sumb[r] = _mm256_add_epi32(sumb[r], _mm256_madd_epi16(sc, _mm256_set1_epi32(pair)));
+        Pin(sumb[r]);
       }
     }
     const __m256 d = LoadF16x8(sb + 16 * half);
     for (int r = 0; r < kR; ++r) {
       const __m256i total = _mm256_sub_epi32(sumi[r], _mm256_slli_epi32(sumb[r], 5));
       const __m256 dx = _mm256_set1_ps(a.d[(r0 + r) * nsb + b]);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx), acc[r]);
+      _mm256_storeu_ps(out[r] + 8 * half, _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, dx),
+                                                          _mm256_loadu_ps(out[r] + 8 * half)));
     }
   }
-  for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
 }
 
 template <WeightLayout kLayout>
@@ -560,6 +598,8 @@ MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   return nullptr;
 }
 #endif
+#undef KAKEYA_TILE_TARGET
+#undef KAKEYA_UNROLLED
 
 }  // namespace HWY_NAMESPACE
 }  // namespace kakeya
