@@ -29,6 +29,17 @@
 
 namespace kakeya {
 
+#if defined(__x86_64__) || defined(__i386__)
+// Pins a vector's value at this point of a tile. GCC otherwise reassociates
+// a running integer sum (exact, so it may) into a tree over all its terms,
+// keeping every term alive to the end: the 8-row VNNI Q6_K tile touched the
+// stack 355 times instead of 85, the 4-row AVX2 Q4_K tile 417 times, not 63.
+template <typename V>
+inline __attribute__((always_inline)) void Pin(V& v) {
+  asm("" : "+v"(v));
+}
+#endif
+
 // Activation rows quantized in 32-element blocks (for Q4_0 .. Q8_0 weights).
 // d and s hold F16-rounded values, as llama.cpp's Q8_0/Q8_1 store them.
 struct ActQ8 {

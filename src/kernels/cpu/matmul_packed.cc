@@ -179,6 +179,7 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
         const __m256i x = _mm256_set1_epi32(xv);
         const __m256i p = _mm256_maddubs_epi16(q_abs, _mm256_sign_epi8(x, q));
         isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, ones));
+        Pin(isum[r]);  // a chain, not a tree over the 8 quads (4 rows: 41.5 -> 39.2 us in L2)
       }
     }
     for (int r = 0; r < kR; ++r) {

@@ -173,14 +173,6 @@ HWY_INLINE KAKEYA_TILE_TARGET void Unrolled(const F& f) {
   }(std::make_integer_sequence<int, kN>());
 }
 
-// Pins v's value at this point. GCC otherwise reassociates a tile's running
-// integer sum into a tree over all its sub-blocks, keeping every sub-block's
-// sums alive to the end: the 8-row Q6_K tile touched the stack 355 times
-// instead of 85.
-template <typename V>
-HWY_INLINE void Pin(V& v) {
-  asm("" : "+v"(v));
-}
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -451,9 +443,7 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
         for (int r = 0; r < kR; ++r) {
           lo_sum[r] = _mm256_add_epi16(lo_sum[r], _mm256_maddubs_epi16(lo, BroadcastQuad(xq[r] + 64 * t + 4 * j)));
           hi_sum[r] = _mm256_add_epi16(hi_sum[r], _mm256_maddubs_epi16(hi, BroadcastQuad(xq[r] + 64 * t + 32 + 4 * j)));
-          // Chains, not trees over all 8 products: GCC's reassociation kept
-          // them all alive, and a 4-row tile touched the stack 417 times, not 63.
-          Pin(lo_sum[r]);
+          Pin(lo_sum[r]);  // chains, not trees over all 8 products
           Pin(hi_sum[r]);
         }
       });
