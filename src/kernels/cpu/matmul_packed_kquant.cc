@@ -176,22 +176,21 @@ HWY_INLINE KAKEYA_TILE_TARGET void Unrolled(const F& f) {
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
-// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
+// AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 4 rows.
 // The quants of each 4-element quad are decoded once (a few shifts and
 // masks) and meet every row's broadcast activation quad in one vpdpbusd;
 // a sub-block's int32 sums are scaled with vpmulld, the min / offset terms
 // come from the activation block sums with vpdpwssd.
-constexpr int kMaxTileRows = 8;
-
-// Tiles of up to 4 rows prefetch one line per quad, spread over the
-// super-block's work; larger ones, bound by arithmetic, all at its start.
-// Zen 4 (1.25B Q4_K_M, 2 threads, bench verify, 6 alternating rounds): 4
-// rows 23.7-24.6 -> 21.0-22.3 ms, 1, 2, 8 and 16 rows within the noise.
-// Spread for 8 and 16 rows as well, those were 3-5% slower (8 rows
-// 33.8-36.9 -> 35.2-38.4 ms), and issuing the 37-53 prefetches of a
-// super-block without the loop between them slowed every row count.
-template <int kR>
-constexpr bool kSpreadPrefetch = kR <= 4;
+//
+// Tiles have at most 4 rows (8 or 16 rows are tiles of 4 over the same
+// group, the second reading it from L2), and prefetch the next super-block
+// one line per chunk, spread over their work. 8-row tiles, which prefetched
+// in one burst and kept fewer sums at once, were slower both streamed and in
+// the model: 1.25B Q4_K_M, bench verify, 5 alternating rounds, 8 rows
+// 38.7-44.3 -> 35.9-40.4 ms and 16 rows 72.8-82.1 -> 62.2-73.6 ms; and
+// `matmul_bench MatMul/Q4_Kx16|Q6_Kx16` (from DRAM, 2 threads) 8 rows
+// 3.42-3.50 -> 3.20-3.30 and 3.25-3.39 -> 3.02 ms.
+constexpr int kMaxTileRows = 4;
 
 HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
   int32_t v;
@@ -212,13 +211,12 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
                                       int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // The float sums live in `out` (touched once per super-block), leaving the
-  // registers to the integer sums: in registers, they made the 8-row tiles
-  // touch the stack 205 (Q4_K) and 106 (Q6_K) times instead of 83 and 85.
+  // registers to the integer sums: in registers, they made the 4-row tiles
+  // touch the stack 44 (Q4_K) and 70 (Q6_K) times instead of 9 and 53.
   for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], _mm512_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ4Bytes;
     const uint8_t* ahead = AheadOf(sb, kQ4Bytes, end);
-    if constexpr (!kSpreadPrefetch<kR>) PrefetchSuperBlock(ahead, kQ4Bytes);
     __m512i sumi[kR], summ[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
@@ -234,10 +232,8 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
       for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm512_setzero_si512();
       Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
         constexpr int kChunk = 8 * t + j;
-        if constexpr (kSpreadPrefetch<kR>) {  // 37 lines over 32 chunks
-          PrefetchLine(ahead, kChunk, kQ4Bytes);
-          if constexpr (kChunk < 5) PrefetchLine(ahead, 32 + kChunk, kQ4Bytes);
-        }
+        PrefetchLine(ahead, kChunk, kQ4Bytes);  // 37 lines over 32 chunks
+        if constexpr (kChunk < 5) PrefetchLine(ahead, 32 + kChunk, kQ4Bytes);
         const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + kChunk * 64);
         const __m512i lo = _mm512_and_si512(raw, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
@@ -284,7 +280,6 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t
   for (int64_t b = 0; b < nsb; ++b) {
     const uint8_t* sb = group + b * kQ6Bytes;
     const uint8_t* ahead = AheadOf(sb, kQ6Bytes, end);
-    if constexpr (!kSpreadPrefetch<kR>) PrefetchSuperBlock(ahead, kQ6Bytes);
     __m512i sumi[kR], sumb[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
@@ -294,30 +289,19 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t
     // Hi chunk v holds the top bits of quads v, v + 16, v + 32 and v + 48,
     // whose low bits are in lo chunks v, v + 16, v and v + 16 (low nibbles,
     // then high): quad v + 16i is quad v % 4 of sub-block v / 4 + 4i. So the
-    // hi chunks 4g .. 4g + 3 complete sub-blocks g, g + 4, g + 8, g + 12.
-    // Tiles of up to 4 rows sum all four at once (three loads per four
-    // quads, four independent chains per row); 8 rows have registers for
-    // two, i = 0 and 2 (lo chunk v), then i = 1 and 3 (lo chunk v + 16).
-    constexpr int kSumsAtOnce = kR <= 4 ? 4 : 2;
-    Unrolled<4 * 4 / kSumsAtOnce>([&](auto step) KAKEYA_UNROLLED {
-      constexpr int g = kSumsAtOnce == 4 ? step : step / 2;
-      constexpr int kFirstI = kSumsAtOnce == 4 ? 0 : step % 2;  // i = kFirstI + (4 / kSumsAtOnce) h
-      constexpr int kIStep = 4 / kSumsAtOnce;
-      __m512i sub_sum[kSumsAtOnce][kR];
-      for (int h = 0; h < kSumsAtOnce; ++h)
-        for (int r = 0; r < kR; ++r) sub_sum[h][r] = _mm512_setzero_si512();
+    // hi chunks 4g .. 4g + 3 complete sub-blocks g, g + 4, g + 8, g + 12,
+    // summed at once: three loads per four quads, four chains per row.
+    Unrolled<4>([&](auto g) KAKEYA_UNROLLED {
+      __m512i sub_sum[4][kR];
+      for (int i = 0; i < 4; ++i)
+        for (int r = 0; r < kR; ++r) sub_sum[i][r] = _mm512_setzero_si512();
       Unrolled<4>([&](auto m) KAKEYA_UNROLLED {
         constexpr int v = 4 * g + m;
-        if constexpr (kSpreadPrefetch<kR>) {  // 53 lines over 16 steps
-          for (int k = 0; k < 4; ++k) PrefetchLine(ahead, 4 * v + k, kQ6Bytes);
-        }
+        for (int k = 0; k < 4; ++k) PrefetchLine(ahead, 4 * v + k, kQ6Bytes);  // 53 lines over 16 steps
         const __m512i hi_raw = _mm512_loadu_si512(sb + kQ6High + v * 64);
-        __m512i lo_raw[2];
-        for (int l = 0; l < 2; ++l) {
-          if (kSumsAtOnce == 4 || l == kFirstI) lo_raw[l] = _mm512_loadu_si512(sb + kQ6Low + (v + 16 * l) * 64);
-        }
-        for (int h = 0; h < kSumsAtOnce; ++h) {
-          const int i = kFirstI + kIStep * h;
+        const __m512i lo_raw[2] = {_mm512_loadu_si512(sb + kQ6Low + v * 64),
+                                   _mm512_loadu_si512(sb + kQ6Low + (v + 16) * 64)};
+        for (int i = 0; i < 4; ++i) {
           const __m512i lo = i < 2 ? _mm512_and_si512(lo_raw[i % 2], low4)
                                    : _mm512_and_si512(_mm512_srli_epi16(lo_raw[i % 2], 4), low4);
           // The top 2 bits (at bits 2i..2i+1) shifted to bits 4-5; whatever
@@ -329,14 +313,13 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t
                              : i == 2 ? hi_raw : _mm512_srli_epi16(hi_raw, 2);
           const __m512i q = _mm512_ternarylogic_epi32(bits_from_lo, lo, hi, 0xCA);  // a ? b : c
           const int e = 16 * (g + 4 * i) + 4 * m;
-          for (int r = 0; r < kR; ++r) sub_sum[h][r] = _mm512_dpbusd_epi32(sub_sum[h][r], q, BroadcastQuad(xq[r] + e));
+          for (int r = 0; r < kR; ++r) sub_sum[i][r] = _mm512_dpbusd_epi32(sub_sum[i][r], q, BroadcastQuad(xq[r] + e));
         }
       });
-      for (int h = 0; h < kSumsAtOnce; ++h) {
-        const int sub = g + 4 * (kFirstI + kIStep * h);
-        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * sub)));
+      for (int i = 0; i < 4; ++i) {
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ6Scales + 16 * (g + 4 * i))));
         for (int r = 0; r < kR; ++r) {
-          sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(sub_sum[h][r], sc));
+          sumi[r] = _mm512_add_epi32(sumi[r], _mm512_mullo_epi32(sub_sum[i][r], sc));
           Pin(sumi[r]);
         }
       }
