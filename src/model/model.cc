@@ -1,6 +1,5 @@
 #include "model/model.h"
 
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -268,10 +267,10 @@ void Model::MoveMatricesToWeightBuffer() {
   }
   // Every streamed matrix moves into one buffer of 2 MiB pages
   // (AllocateHugePages), repacked where it has a faster layout and copied as
-  // it is otherwise, instead of being read from the file's 4 KiB pages. Measured on Zen 4
-  // (1.25B F16, 2 threads, bench verify, alternating): 1 row 47.2-48.0 ->
-  // 44.1 ms (57.5-57.9 -> 56.2-56.5 while memory was slower), 8 rows
-  // 91.5-94.0 -> 89.0-91.6 ms.
+  // it is otherwise, instead of being read from the file's 4 KiB pages.
+  // Measured on Zen 4 (1.25B F16, 2 threads, bench verify, alternating):
+  // 1 row 47.2-48.0 -> 44.1 ms (57.5-57.9 -> 56.2-56.5 while memory was
+  // slower), 8 rows 91.5-94.0 -> 89.0-91.6 ms.
   auto aligned = [](size_t n) { return (n + 63) / 64 * 64; };
   auto bytes_in_buffer = [](const WeightMatrix& w) {
     return CanPack(w) ? PackedBytes(w) : static_cast<size_t>(w.row_bytes * w.n_out);

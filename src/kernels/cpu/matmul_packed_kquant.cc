@@ -142,7 +142,7 @@ HWY_INLINE const uint8_t* AheadOf(const uint8_t* sb, int64_t bytes, const uint8_
   return p + bytes > end ? nullptr : p;
 }
 
-// One 64-byte line of it (a tile that spreads the prefetch over its quads).
+// One 64-byte line of it (a tile that spreads the prefetch over its work).
 HWY_INLINE void PrefetchLine(const uint8_t* ahead, int line, int64_t bytes) {
   if (ahead != nullptr && line * 64 < bytes) _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
 }
@@ -208,7 +208,7 @@ HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_sig
 
 template <int kR>
 HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
-                                      int64_t nsb, int64_t r0, float (*out)[kCols]) {
+                                             int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // The float sums live in `out` (touched once per super-block), leaving the
   // registers to the integer sums: in registers, they made the 4-row tiles
@@ -273,7 +273,7 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
 
 template <int kR>
 HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
-                                      int64_t nsb, int64_t r0, float (*out)[kCols]) {
+                                             int64_t nsb, int64_t r0, float (*out)[kCols]) {
   const __m512i low4 = _mm512_set1_epi8(0x0F), bits_from_lo = _mm512_set1_epi8(static_cast<char>(0xCF));
   // The float sums live in `out`, as in Q4KTile.
   for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], _mm512_setzero_ps());
@@ -491,16 +491,13 @@ HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half
       Unrolled<2>([&](auto n) KAKEYA_UNROLLED {
         constexpr int v = 4 * g + 2 * k + n;
         const __m256i hi_raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6High + v * 64 + 32 * half));
-        __m256i lo_raw[2];
-        for (int l = 0; l < 2; ++l) {
-          if (kSumsAtOnce == 4 || l == iset % 2) {
-            lo_raw[l] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6Low + (v + 16 * l) * 64 + 32 * half));
-          }
-        }
+        // Every i of the set has the parity of iset: one lo chunk, v or v + 16.
+        const __m256i lo_raw =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ6Low + (v + 16 * (iset % 2)) * 64 + 32 * half));
         for (int h = 0; h < kSumsAtOnce; ++h) {
           const int i = iset + kISets * h;
-          const __m256i lo = i < 2 ? _mm256_and_si256(lo_raw[i % 2], low4)
-                                   : _mm256_and_si256(_mm256_srli_epi16(lo_raw[i % 2], 4), low4);
+          const __m256i lo = i < 2 ? _mm256_and_si256(lo_raw, low4)
+                                   : _mm256_and_si256(_mm256_srli_epi16(lo_raw, 4), low4);
           // The top 2 bits (bits 2i..2i+1) to bits 4-5; what the 16-bit
           // shift drags in from the next byte is masked off.
           const __m256i hi_shifted = i < 2 ? _mm256_slli_epi16(hi_raw, 4 - 2 * i)
