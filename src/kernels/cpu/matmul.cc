@@ -245,6 +245,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
 WeightLayout PackedLayoutOf(DType type) {
   switch (type) {
     case DType::kQ8_0: return WeightLayout::kQ8_0x16;
+    case DType::kQ4_0: return WeightLayout::kQ4_0x16;
     case DType::kQ4_K: return WeightLayout::kQ4_Kx16;
     case DType::kQ6_K: return WeightLayout::kQ6_Kx16;
     default: return WeightLayout::kRows;
@@ -259,7 +260,8 @@ bool CanPack(const WeightMatrix& w) {
 
 size_t PackedBytes(const WeightMatrix& w) {
   const WeightLayout layout = PackedLayoutOf(w.type);
-  return layout == WeightLayout::kQ8_0x16 ? PackedQ8_0Bytes(w) : PackedKQuantBytes(w, layout);
+  const bool is_32 = layout == WeightLayout::kQ8_0x16 || layout == WeightLayout::kQ4_0x16;
+  return is_32 ? Packed32Bytes(w, layout) : PackedKQuantBytes(w, layout);
 }
 
 WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
@@ -268,8 +270,8 @@ WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
     Fail("PackWeights: no packed layout for ", NameOf(w.type), " [", w.n_in, ", ", w.n_out, "]");
   }
   auto* out = static_cast<uint8_t*>(dst);
-  if (layout == WeightLayout::kQ8_0x16) {
-    PackQ8_0(w, out);
+  if (layout == WeightLayout::kQ8_0x16 || layout == WeightLayout::kQ4_0x16) {
+    Pack32(w, layout, out);
   } else {
     PackKQuant(w, layout, out);
   }

@@ -31,6 +31,10 @@ enum class WeightLayout : uint8_t {
   // one VNNI instruction does 64 multiply-adds for one activation row, and the
   // loaded chunk serves every row of the batch (see matmul_packed.cc).
   kQ8_0x16,
+  // Q4_0 the same way: per group and block, the 16 F16 scales, then 4 chunks
+  // of 64 bytes, chunk j holding GGUF's qs[4j .. 4j + 3] of each column (the
+  // nibbles of elements 4j.. and 16 + 4j..), as they are.
+  kQ4_0x16,
   // Q4_K / Q6_K repacked the same way, per 256-element super-block (layouts
   // in matmul_packed_kquant.cc). Used where the CPU has a kernel for them.
   kQ4_Kx16,
@@ -51,7 +55,7 @@ struct WeightMatrix {
 // The packed layout for a weight type (kRows: none).
 WeightLayout PackedLayoutOf(DType type);
 // Whether w is in GGUF's layout and PackWeights has a faster one for it on
-// the active CPU target (Q8_0 everywhere; Q4_K, Q6_K with AVX-512 VNNI).
+// the active CPU target (Q8_0, Q4_0, Q4_K, Q6_K).
 bool CanPack(const WeightMatrix& w);
 // Bytes of w's packed copy (the last group of 16 columns is zero-padded).
 size_t PackedBytes(const WeightMatrix& w);

@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "kernels/cpu/matmul.h"
 
@@ -37,6 +40,19 @@ namespace kakeya {
 template <typename V>
 inline __attribute__((always_inline)) void Pin(V& v) {
   asm("" : "+v"(v));
+}
+
+// The 4 activation bytes at p (one quad) in every 32-bit lane, to meet the
+// quads of 8 or 16 weight columns.
+inline __attribute__((always_inline, target("avx2"))) __m256i BroadcastQuad256(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __attribute__((always_inline, target("avx512f"))) __m512i BroadcastQuad512(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
 }
 #endif
 
@@ -68,8 +84,8 @@ struct MatMulJob {
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
 
 // Packing, per layout (matmul_packed.cc, matmul_packed_kquant.cc).
-size_t PackedQ8_0Bytes(const WeightMatrix& w);
-void PackQ8_0(const WeightMatrix& w, uint8_t* out);
+size_t Packed32Bytes(const WeightMatrix& w, WeightLayout layout);  // kQ8_0x16, kQ4_0x16
+void Pack32(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
 size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout);
 void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
 

@@ -192,12 +192,6 @@ HWY_INLINE KAKEYA_TILE_TARGET void Unrolled(const F& f) {
 // 3.42-3.50 -> 3.20-3.30 and 3.25-3.39 -> 3.02 ms.
 constexpr int kMaxTileRows = 4;
 
-HWY_INLINE __m512i BroadcastQuad(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // Int16 lane pairs (lo[c], hi[c]) for c = 0..15, from two rows of 16 bytes.
 HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_signed) {
   const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
@@ -238,8 +232,8 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
         const __m512i lo = _mm512_and_si512(raw, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
         for (int r = 0; r < kR; ++r) {
-          lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, BroadcastQuad(xq[r] + 64 * t + 4 * j));
-          hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, BroadcastQuad(xq[r] + 64 * t + 32 + 4 * j));
+          lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, BroadcastQuad512(xq[r] + 64 * t + 4 * j));
+          hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, BroadcastQuad512(xq[r] + 64 * t + 32 + 4 * j));
         }
       });
       const __m512i sc_lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + kQ4Scales + 32 * t)));
@@ -313,7 +307,7 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t
                              : i == 2 ? hi_raw : _mm512_srli_epi16(hi_raw, 2);
           const __m512i q = _mm512_ternarylogic_epi32(bits_from_lo, lo, hi, 0xCA);  // a ? b : c
           const int e = 16 * (g + 4 * i) + 4 * m;
-          for (int r = 0; r < kR; ++r) sub_sum[i][r] = _mm512_dpbusd_epi32(sub_sum[i][r], q, BroadcastQuad(xq[r] + e));
+          for (int r = 0; r < kR; ++r) sub_sum[i][r] = _mm512_dpbusd_epi32(sub_sum[i][r], q, BroadcastQuad512(xq[r] + e));
         }
       });
       for (int i = 0; i < 4; ++i) {
@@ -379,12 +373,6 @@ MatMulKernel PackedKQuantKernel(WeightLayout layout) {
 // and the float steps are the same: every target gives the same bits.
 constexpr int kMaxTileRows = 4;
 
-HWY_INLINE __m256i BroadcastQuad(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // Int16 lane pairs (a[c], b[c]) for the 8 columns c of one half group.
 HWY_INLINE __m256i PairBytes8(const uint8_t* a, const uint8_t* b, bool is_signed) {
   const __m128i ab = _mm_unpacklo_epi8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(a)),
@@ -424,8 +412,8 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
         const __m256i lo = _mm256_and_si256(raw, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
         for (int r = 0; r < kR; ++r) {
-          lo_sum[r] = _mm256_add_epi16(lo_sum[r], _mm256_maddubs_epi16(lo, BroadcastQuad(xq[r] + 64 * t + 4 * j)));
-          hi_sum[r] = _mm256_add_epi16(hi_sum[r], _mm256_maddubs_epi16(hi, BroadcastQuad(xq[r] + 64 * t + 32 + 4 * j)));
+          lo_sum[r] = _mm256_add_epi16(lo_sum[r], _mm256_maddubs_epi16(lo, BroadcastQuad256(xq[r] + 64 * t + 4 * j)));
+          hi_sum[r] = _mm256_add_epi16(hi_sum[r], _mm256_maddubs_epi16(hi, BroadcastQuad256(xq[r] + 64 * t + 32 + 4 * j)));
           Pin(lo_sum[r]);  // chains, not trees over all 8 products
           Pin(hi_sum[r]);
         }
@@ -505,7 +493,7 @@ HWY_NOINLINE void Q6KTileAvx2(const uint8_t* group, const uint8_t* end, int half
           const __m256i q = _mm256_or_si256(lo, _mm256_and_si256(hi_shifted, top2));
           const int e = 16 * (g + 4 * i) + 4 * (2 * k + n);
           for (int r = 0; r < kR; ++r) {
-            p[h][r] = _mm256_add_epi16(p[h][r], _mm256_maddubs_epi16(q, BroadcastQuad(xq[r] + e)));
+            p[h][r] = _mm256_add_epi16(p[h][r], _mm256_maddubs_epi16(q, BroadcastQuad256(xq[r] + e)));
             Pin(p[h][r]);
           }
         }
