@@ -53,12 +53,12 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
   for (int64_t o = 0; o < n_out; ++o) {
     for (auto& v : src) v = normal(rng) * 0.1f;
     QuantizeRow(type, src.data(), &p.w_bytes[o * row_bytes], n_in);
-    if ((type == DType::kQ4_K || type == DType::kQ6_K) && o % 2 == 1) {
+    if ((type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K) && o % 2 == 1) {
       // Arbitrary quants and sub-block scales (Q6_K: -128 included); d stays.
       for (int64_t b = 0; b < n_in / 256; ++b) {
         uint8_t* blk = &p.w_bytes[o * row_bytes + b * TraitsOf(type).block_bytes];
-        const int begin = type == DType::kQ4_K ? 4 : 0;                  // after d, dmin
-        const int end = type == DType::kQ4_K ? 144 : 208;                // Q6_K: before d
+        const int begin = type == DType::kQ6_K ? 0 : 4;                  // after d, dmin
+        const int end = type == DType::kQ6_K ? 208 : TraitsOf(type).block_bytes;  // Q6_K: before d
         for (int k = begin; k < end; ++k) blk[k] = static_cast<uint8_t>(rng());
       }
     }
@@ -81,6 +81,7 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
       if (r == 3) v = 0;                        // an all-zero row
       if (r == 5 && i % 7 == 0) v *= 100.f;     // outliers
       if (r == 6) v *= 1e-3f;                   // small values
+      if (r == 7) v = 0.5f;                     // every quantized value 127: the largest integer sums
       p.x[r * n_in + i] = v;
     }
   }

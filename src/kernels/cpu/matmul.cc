@@ -247,6 +247,7 @@ WeightLayout PackedLayoutOf(DType type) {
     case DType::kQ8_0: return WeightLayout::kQ8_0x16;
     case DType::kQ4_0: return WeightLayout::kQ4_0x16;
     case DType::kQ4_K: return WeightLayout::kQ4_Kx16;
+    case DType::kQ5_K: return WeightLayout::kQ5_Kx16;
     case DType::kQ6_K: return WeightLayout::kQ6_Kx16;
     default: return WeightLayout::kRows;
   }

@@ -1,9 +1,9 @@
-// MatMul for Q4_K and Q6_K weights in packed layouts (WeightLayout::kQ4_Kx16,
-// kQ6_Kx16), and their packing: the K-quant counterpart of
+// MatMul for Q4_K, Q5_K and Q6_K weights in packed layouts
+// (WeightLayout::kQ4_Kx16, kQ5_Kx16, kQ6_Kx16), and their packing: the K-quant counterpart of
 // matmul_packed.cc (read that file first: same idea, 16 columns interleaved so
 // one vpdpbusd does 64 multiply-adds and the weights serve every row).
 //
-// Packed Q4_K super-block of a group of 16 columns (kQ4KGroupBytes):
+// Packed Q4_K super-block of a group of 16 columns (kQ4Bytes):
 //   [0, 32)       d[c]     F16
 //   [32, 64)      dmin[c]  F16
 //   [64, 192)     sc[s][c] u8, sub-block s = elements 32s .. 32s + 31
@@ -11,18 +11,22 @@
 //   [320, 2368)   32 chunks of 64 bytes, chunk 8t + j, byte 4c + k: low
 //                 nibble = q of element 64t + 4j + k, high nibble = element
 //                 64t + 32 + 4j + k (which is GGUF's qs[32t + 4j + k] as is).
-// Packed Q6_K super-block (kQ6KGroupBytes):
+// Packed Q5_K super-block (kQ5Bytes): the Q4_K one with the low 4 bits of q,
+// then
+//   [2368, 2880)  8 chunks of 64 bytes, chunk j, byte 4c + k: bit s = bit 4
+//                 of q of element 32s + 4j + k (GGUF's qh[4j + k] as is).
+// Packed Q6_K super-block (kQ6Bytes):
 //   [0, 32)       d[c]     F16
 //   [32, 288)     sc[s][c] i8, sub-block s = elements 16s .. 16s + 15
 //   [288, 2336)   32 chunks, chunk u, byte 4c + k: low nibble = low 4 bits
 //                 of q of element 4u + k, high nibble = of element 128 + 4u + k
 //   [2336, 3360)  16 chunks, chunk v, byte 4c + k: bits 2i..2i+1 = top 2 bits
 //                 of element 64i + 4v + k
-// q is as in GGUF (Q4_K 0..15, Q6_K 0..63 for the value q - 32).
+// q is as in GGUF (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63 for the value q - 32).
 //
 // Arithmetic per (row, column) pair and super-block, exact integers as
 // llama.cpp forms them (Q8_K activations: d_x, q_x, bsums per 16):
-//   Q4_K: sumi = sum_s sc[s] * (q . x over s);  summ = sum_s mn[s] * bsum32_x(s)
+//   Q4_K, Q5_K: sumi = sum_s sc[s] * (q . x over s);  summ = sum_s mn[s] * bsum32_x(s)
 //         acc = fma(float(sumi), d * d_x, acc); acc = fma(float(summ), -dmin * d_x, acc)
 //   Q6_K: sumi = sum_s sc[s] * (q . x over s) - 32 * sum_s sc[s] * bsum16_x(s)
 //         acc = fma(float(sumi), d * d_x, acc)
@@ -52,8 +56,11 @@ namespace kakeya {
 namespace packed_k {
 constexpr int kCols = kPackedGroupCols;
 constexpr int64_t kQ4Scales = 64, kQ4Mins = 192, kQ4Quants = 320, kQ4Bytes = 2368;
+constexpr int64_t kQ5High = 2368, kQ5Bytes = 2880;
 constexpr int64_t kQ6Scales = 32, kQ6Low = 288, kQ6High = 2336, kQ6Bytes = 3360;
-constexpr int64_t GroupBytes(WeightLayout l) { return l == WeightLayout::kQ4_Kx16 ? kQ4Bytes : kQ6Bytes; }
+constexpr int64_t GroupBytes(WeightLayout l) {
+  return l == WeightLayout::kQ4_Kx16 ? kQ4Bytes : l == WeightLayout::kQ5_Kx16 ? kQ5Bytes : kQ6Bytes;
+}
 }  // namespace packed_k
 }  // namespace kakeya
 #endif
@@ -68,6 +75,10 @@ HWY_INLINE int PackedQ4(const uint8_t* sb, int c, int e) {
   const int t = e / 64, r = e % 64, half = r / 32, l = r % 32;
   const uint8_t byte = sb[kQ4Quants + (8 * t + l / 4) * 64 + 4 * c + l % 4];
   return half == 0 ? byte & 0xF : byte >> 4;
+}
+HWY_INLINE int PackedQ5(const uint8_t* sb, int c, int e) {
+  const int l = e % 32;
+  return PackedQ4(sb, c, e) | ((sb[kQ5High + l / 4 * 64 + 4 * c + l % 4] >> (e / 32)) & 1) << 4;
 }
 HWY_INLINE int PackedQ6(const uint8_t* sb, int c, int e) {
   const int u = (e % 128) / 4, v = (e % 64) / 4, k = e % 4;
@@ -99,11 +110,14 @@ void PackedKPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
           uint16_t h;
           std::memcpy(&h, sb + 2 * c, 2);
           const float d = F16ToF32(h);
-          if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
+          if constexpr (kLayout != WeightLayout::kQ6_Kx16) {
             int32_t sumi = 0, summ = 0;
             for (int s = 0; s < 8; ++s) {
               int32_t dot = 0;
-              for (int l = 0; l < 32; ++l) dot += PackedQ4(sb, c, 32 * s + l) * xq[32 * s + l];
+              for (int l = 0; l < 32; ++l) {
+                const int e = 32 * s + l;
+                dot += (kLayout == WeightLayout::kQ4_Kx16 ? PackedQ4(sb, c, e) : PackedQ5(sb, c, e)) * xq[e];
+              }
               sumi += sb[kQ4Scales + 16 * s + c] * dot;
               summ += sb[kQ4Mins + 16 * s + c] * (bsums[2 * s] + bsums[2 * s + 1]);
             }
@@ -200,17 +214,30 @@ HWY_INLINE __m512i PairBytes16(const uint8_t* lo, const uint8_t* hi, bool is_sig
   return is_signed ? _mm512_cvtepi8_epi16(ab) : _mm512_cvtepu8_epi16(ab);
 }
 
-template <int kR>
+// Bit kBit of every byte of v at bit 4 (other bits: whatever the 16-bit
+// shift brings, for the caller to mask).
+template <int kBit>
+HWY_INLINE KAKEYA_TILE_TARGET __m512i BitToBit4(__m512i v) {
+  if constexpr (kBit < 4) return _mm512_slli_epi16(v, 4 - kBit);
+  if constexpr (kBit > 4) return _mm512_srli_epi16(v, kBit - 4);
+  return v;
+}
+
+// Q4_K, and Q5_K whose fifth bits (a chunk per quad position j, a bit per
+// sub-block) go in at bit 4 with one vpternlogd per nibble.
+template <WeightLayout kLayout, int kR>
 HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a,
                                              int64_t nsb, int64_t r0, float (*out)[kCols]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  constexpr int64_t kBytes = GroupBytes(kLayout);
+  constexpr int kLines = (kBytes + 63) / 64;
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   // The float sums live in `out` (touched once per super-block), leaving the
   // registers to the integer sums: in registers, they made the 4-row tiles
   // touch the stack 44 (Q4_K) and 70 (Q6_K) times instead of 9 and 53.
   for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], _mm512_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
-    const uint8_t* sb = group + b * kQ4Bytes;
-    const uint8_t* ahead = AheadOf(sb, kQ4Bytes, end);
+    const uint8_t* sb = group + b * kBytes;
+    const uint8_t* ahead = AheadOf(sb, kBytes, end);
     __m512i sumi[kR], summ[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
@@ -226,11 +253,16 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
       for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm512_setzero_si512();
       Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
         constexpr int kChunk = 8 * t + j;
-        PrefetchLine(ahead, kChunk, kQ4Bytes);  // 37 lines over 32 chunks
-        if constexpr (kChunk < 5) PrefetchLine(ahead, 32 + kChunk, kQ4Bytes);
+        PrefetchLine(ahead, kChunk, kBytes);  // 37 (Q5_K: 45) lines over 32 chunks
+        if constexpr (kChunk < kLines - 32) PrefetchLine(ahead, 32 + kChunk, kBytes);
         const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + kChunk * 64);
-        const __m512i lo = _mm512_and_si512(raw, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        __m512i lo = _mm512_and_si512(raw, low4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        if constexpr (kLayout == WeightLayout::kQ5_Kx16) {
+          const __m512i qh = _mm512_loadu_si512(sb + kQ5High + j * 64);
+          lo = _mm512_ternarylogic_epi32(bit4, BitToBit4<2 * t>(qh), lo, 0xCA);  // a ? b : c
+          hi = _mm512_ternarylogic_epi32(bit4, BitToBit4<2 * t + 1>(qh), hi, 0xCA);
+        }
         for (int r = 0; r < kR; ++r) {
           lo_sum[r] = _mm512_dpbusd_epi32(lo_sum[r], lo, BroadcastQuad512(xq[r] + 64 * t + 4 * j));
           hi_sum[r] = _mm512_dpbusd_epi32(hi_sum[r], hi, BroadcastQuad512(xq[r] + 64 * t + 32 + 4 * j));
@@ -338,10 +370,10 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q6KTile(const uint8_t* group, const uint8_t
 template <WeightLayout kLayout, int kR>
 HWY_INLINE void KTile(const uint8_t* group, const uint8_t* end, const ActQ8K& a, int64_t nsb,
                       int64_t r0, float (*out)[kCols]) {
-  if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
-    Q4KTile<kR>(group, end, a, nsb, r0, out);
-  } else {
+  if constexpr (kLayout == WeightLayout::kQ6_Kx16) {
     Q6KTile<kR>(group, end, a, nsb, r0, out);
+  } else {
+    Q4KTile<kLayout, kR>(group, end, a, nsb, r0, out);
   }
 }
 
@@ -359,6 +391,7 @@ void PackedKVnni(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 
 MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return &PackedKVnni<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ5_Kx16) return &PackedKVnni<WeightLayout::kQ5_Kx16>;
   if (layout == WeightLayout::kQ6_Kx16) return &PackedKVnni<WeightLayout::kQ6_Kx16>;
   return nullptr;
 }
@@ -366,8 +399,9 @@ MatMulKernel PackedKQuantKernel(WeightLayout layout) {
 // AVX2 (also AVX-512 without VNNI): a tile is half a group (8 columns = one
 // ymm) by up to 4 rows, so it fits in 16 registers. maddubs multiplies the
 // unsigned quants by the signed activations into int16 pairs; Q4_K's pair
-// sums of a whole 32-element sub-block (8 quads, |sum| <= 8 * 2 * 15 * 127)
-// and Q6_K's of two quads (<= 2 * 2 * 63 * 127) fit int16 exactly, and one
+// sums of a whole 32-element sub-block (8 quads, |sum| <= 8 * 2 * 15 * 127),
+// Q5_K's of half a one (<= 4 * 2 * 31 * 127) and Q6_K's of two quads
+// (<= 2 * 2 * 63 * 127) fit int16 exactly, and one
 // madd with the column's scale in both halves of its pair makes them int32.
 // So sumi, summ and sumb are the same exact integers as on the other targets,
 // and the float steps are the same: every target gives the same bits.
@@ -385,15 +419,28 @@ HWY_INLINE __m256 LoadF16x8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-template <int kR>
+// As BitToBit4 in the VNNI part.
+template <int kBit>
+HWY_INLINE __m256i BitToBit4(__m256i v) {
+  if constexpr (kBit < 4) return _mm256_slli_epi16(v, 4 - kBit);
+  if constexpr (kBit > 4) return _mm256_srli_epi16(v, kBit - 4);
+  return v;
+}
+
+// Q4_K, and Q5_K (fifth bits as in the VNNI tile). A Q5_K sub-block's pair
+// sums can reach 8 * 2 * 31 * 127 > 32767, so they go to int32 every 4 quads.
+template <WeightLayout kLayout, int kR>
 HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,
                               int64_t nsb, int64_t r0, float (*out)[kCols]) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  constexpr int64_t kBytes = GroupBytes(kLayout);
+  constexpr bool kQ5 = kLayout == WeightLayout::kQ5_Kx16;
+  constexpr int kQuadsPerSum = kQ5 ? 4 : 8;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), bit4 = _mm256_set1_epi8(0x10);
   // The float sums live in `out`, as in the VNNI tile.
   for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, _mm256_setzero_ps());
   for (int64_t b = 0; b < nsb; ++b) {
-    const uint8_t* sb = group + b * kQ4Bytes;
-    if (half == 0) PrefetchSuperBlock(AheadOf(sb, kQ4Bytes, end), kQ4Bytes);
+    const uint8_t* sb = group + b * kBytes;
+    if (half == 0) PrefetchSuperBlock(AheadOf(sb, kBytes, end), kBytes);
     const uint8_t* sb_half = sb + 8 * half;  // column 8 * half of each 16-byte row
     __m256i sumi[kR], summ[kR];
     const int8_t* xq[kR];
@@ -409,22 +456,30 @@ HWY_NOINLINE void Q4KTileAvx2(const uint8_t* group, const uint8_t* end, int half
       Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
         const __m256i raw =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ4Quants + (8 * t + j) * 64 + 32 * half));
-        const __m256i lo = _mm256_and_si256(raw, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        __m256i lo = _mm256_and_si256(raw, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+        if constexpr (kQ5) {
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + kQ5High + j * 64 + 32 * half));
+          lo = _mm256_or_si256(lo, _mm256_and_si256(BitToBit4<2 * t>(qh), bit4));
+          hi = _mm256_or_si256(hi, _mm256_and_si256(BitToBit4<2 * t + 1>(qh), bit4));
+        }
         for (int r = 0; r < kR; ++r) {
           lo_sum[r] = _mm256_add_epi16(lo_sum[r], _mm256_maddubs_epi16(lo, BroadcastQuad256(xq[r] + 64 * t + 4 * j)));
           hi_sum[r] = _mm256_add_epi16(hi_sum[r], _mm256_maddubs_epi16(hi, BroadcastQuad256(xq[r] + 64 * t + 32 + 4 * j)));
           Pin(lo_sum[r]);  // chains, not trees over all 8 products
           Pin(hi_sum[r]);
         }
+        if constexpr ((j + 1) % kQuadsPerSum == 0) {
+          const uint8_t* sc = sb_half + kQ4Scales + 32 * t;
+          const __m256i sc_lo = PairBytes8(sc, sc, false), sc_hi = PairBytes8(sc + 16, sc + 16, false);
+          for (int r = 0; r < kR; ++r) {
+            sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(lo_sum[r], sc_lo));
+            sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(hi_sum[r], sc_hi));
+            Pin(sumi[r]);
+            lo_sum[r] = hi_sum[r] = _mm256_setzero_si256();
+          }
+        }
       });
-      const uint8_t* sc = sb_half + kQ4Scales + 32 * t;
-      const __m256i sc_lo = PairBytes8(sc, sc, false), sc_hi = PairBytes8(sc + 16, sc + 16, false);
-      for (int r = 0; r < kR; ++r) {
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(lo_sum[r], sc_lo));
-        sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(hi_sum[r], sc_hi));
-        Pin(sumi[r]);
-      }
     });
     for (int t = 0; t < 4; ++t) {
       const __m256i mn = PairBytes8(sb_half + kQ4Mins + 32 * t, sb_half + kQ4Mins + 32 * t + 16, false);
@@ -534,10 +589,10 @@ void PackedKAvx2(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
       [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kCols]) HWY_ATTR {
         WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
           for (int half = 0; half < 2; ++half) {
-            if constexpr (kLayout == WeightLayout::kQ4_Kx16) {
-              Q4KTileAvx2<decltype(rows)::value>(group, end, half, job.q8k, nsb, r0, out);
-            } else {
+            if constexpr (kLayout == WeightLayout::kQ6_Kx16) {
               Q6KTileAvx2<decltype(rows)::value>(group, end, half, job.q8k, nsb, r0, out);
+            } else {
+              Q4KTileAvx2<kLayout, decltype(rows)::value>(group, end, half, job.q8k, nsb, r0, out);
             }
           }
         });
@@ -546,12 +601,14 @@ void PackedKAvx2(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 
 MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return &PackedKAvx2<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ5_Kx16) return &PackedKAvx2<WeightLayout::kQ5_Kx16>;
   if (layout == WeightLayout::kQ6_Kx16) return &PackedKAvx2<WeightLayout::kQ6_Kx16>;
   return nullptr;
 }
 #else
 MatMulKernel PackedKQuantKernel(WeightLayout layout) {
   if (layout == WeightLayout::kQ4_Kx16) return &PackedKPortable<WeightLayout::kQ4_Kx16>;
+  if (layout == WeightLayout::kQ5_Kx16) return &PackedKPortable<WeightLayout::kQ5_Kx16>;
   if (layout == WeightLayout::kQ6_Kx16) return &PackedKPortable<WeightLayout::kQ6_Kx16>;
   return nullptr;
 }
@@ -572,6 +629,17 @@ size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout) {
   return static_cast<size_t>(groups * (w.n_in / kQKK) * GroupBytes(layout));
 }
 
+// Column c's part of a packed Q4_K super-block (the Q4_K part of a Q5_K one).
+template <typename Block>
+void PackQ4KSuperBlock(const Block& blk, int c, uint8_t* sb) {
+  std::memcpy(sb + 2 * c, &blk.d, 2);
+  std::memcpy(sb + 32 + 2 * c, &blk.dmin, 2);
+  for (int s = 0; s < 8; ++s) ScaleMinK4(s, blk.scales, &sb[kQ4Scales + 16 * s + c], &sb[kQ4Mins + 16 * s + c]);
+  for (int t = 0; t < 4; ++t) {
+    for (int j = 0; j < 8; ++j) std::memcpy(sb + kQ4Quants + (8 * t + j) * 64 + 4 * c, blk.qs + 32 * t + 4 * j, 4);
+  }
+}
+
 void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
   const int64_t nsb = w.n_in / kQKK;
   const int64_t group_bytes = nsb * GroupBytes(layout);
@@ -587,13 +655,11 @@ void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
     for (int64_t b = 0; b < nsb; ++b) {
       uint8_t* sb = group + b * GroupBytes(layout);
       if (layout == WeightLayout::kQ4_Kx16) {
-        const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b];
-        std::memcpy(sb + 2 * c, &blk.d, 2);
-        std::memcpy(sb + 32 + 2 * c, &blk.dmin, 2);
-        for (int s = 0; s < 8; ++s) ScaleMinK4(s, blk.scales, &sb[kQ4Scales + 16 * s + c], &sb[kQ4Mins + 16 * s + c]);
-        for (int t = 0; t < 4; ++t) {
-          for (int j = 0; j < 8; ++j) std::memcpy(sb + kQ4Quants + (8 * t + j) * 64 + 4 * c, blk.qs + 32 * t + 4 * j, 4);
-        }
+        PackQ4KSuperBlock(reinterpret_cast<const BlockQ4_K*>(row)[b], c, sb);
+      } else if (layout == WeightLayout::kQ5_Kx16) {
+        const auto& blk = reinterpret_cast<const BlockQ5_K*>(row)[b];
+        PackQ4KSuperBlock(blk, c, sb);
+        for (int j = 0; j < 8; ++j) std::memcpy(sb + kQ5High + j * 64 + 4 * c, blk.qh + 4 * j, 4);
       } else {
         const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b];
         std::memcpy(sb + 2 * c, &blk.d, 2);
