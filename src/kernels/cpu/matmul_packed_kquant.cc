@@ -253,8 +253,19 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
       for (int r = 0; r < kR; ++r) lo_sum[r] = hi_sum[r] = _mm512_setzero_si512();
       Unrolled<8>([&](auto j) KAKEYA_UNROLLED {
         constexpr int kChunk = 8 * t + j;
-        PrefetchLine(ahead, kChunk, kBytes);  // 37 (Q5_K: 45) lines over 32 chunks
-        if constexpr (kChunk < kLines - 32) PrefetchLine(ahead, 32 + kChunk, kBytes);
+        // Not for one-row Q4_K tiles: their stream is one sequential run,
+        // which the hardware prefetcher follows better alone. 1.25B Q4_K_M,
+        // bench verify, 6 alternating rounds: 1 row 23.7-25.5 -> 22.7-24.8
+        // ms (faster in 5 of the 6 pairs; 80-84% -> 81-88% of the roofline);
+        // matmul_bench MatMul/Q4_Kx16, 8 rounds, 1.65-1.89 -> 1.44-1.74 ms.
+        // Q5_K (a second stream, its
+        // fifth bits), Q6_K (three) and 2-row tiles lost without it: Q6_K
+        // 1.33-1.63 -> 4.17-5.34 ms, Q5_K 2.53-2.88 -> 4.01-4.14 ms; so did
+        // the AVX2 tiles, which pass over each group twice (half groups).
+        if constexpr (!(kLayout == WeightLayout::kQ4_Kx16 && kR == 1)) {
+          PrefetchLine(ahead, kChunk, kBytes);  // 37 (Q5_K: 45) lines over 32 chunks
+          if constexpr (kChunk < kLines - 32) PrefetchLine(ahead, 32 + kChunk, kBytes);
+        }
         const __m512i raw = _mm512_loadu_si512(sb + kQ4Quants + kChunk * 64);
         __m512i lo = _mm512_and_si512(raw, low4);
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
