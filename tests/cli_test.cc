@@ -64,8 +64,8 @@ class TempDir {
 // A tiny llama written from scratch, with hooks to break it in one place.
 struct TinyModelSpec {
   std::string arch = "llama";
-  std::string skip_tensor;             // leave this tensor out
-  std::string misshape_tensor;         // give this tensor a wrong row count
+  std::string skip_tensor = {};        // leave this tensor out
+  std::string misshape_tensor = {};    // give this tensor a wrong row count
   DType matrix_type = DType::kF32;     // type of every matrix
   bool drop_eps = false;               // leave out the RMSNorm epsilon key
 };
