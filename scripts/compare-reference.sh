@@ -5,6 +5,9 @@
 #
 #   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"]
 #
+# --types takes any of f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, f32 (the types
+# tools/make_bench_model.cc writes); the default is the three that issue #8 is judged on.
+#
 # Everything of the reference (npm tarball, source, build, bench models, raw
 # results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
 # outside the repository. Needs npm, git, cmake, ninja, python3, ~10 GB of disk
@@ -40,7 +43,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
