@@ -5,7 +5,7 @@
 #
 #   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"]
 #
-# --types takes any of f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, f32 (the types
+# --types takes any of f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32 (the types
 # tools/make_bench_model.cc writes); the default is the three that issue #8 is judged on.
 #
 # Everything of the reference (npm tarball, source, build, bench models, raw

@@ -62,11 +62,13 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
         for (int k = begin; k < end; ++k) blk[k] = static_cast<uint8_t>(rng());
       }
     }
-    if ((type == DType::kQ8_0 || type == DType::kQ4_0) && o % 2 == 1) {
-      // Arbitrary quants (Q8_0: -128 included, not produced by the quantizer).
+    if (TraitsOf(type).block_elems == 32 && o % 2 == 1) {
+      // Arbitrary quants and fifth bits, after d (and m); Q8_0: -128 included,
+      // which the quantizer never produces.
       const int64_t block_bytes = TraitsOf(type).block_bytes;
+      const int begin = type == DType::kQ4_1 || type == DType::kQ5_1 ? 4 : 2;
       for (int64_t b = 0; b < n_in / 32; ++b) {
-        for (int k = 2; k < block_bytes; ++k) p.w_bytes[o * row_bytes + b * block_bytes + k] = static_cast<uint8_t>(rng());
+        for (int k = begin; k < block_bytes; ++k) p.w_bytes[o * row_bytes + b * block_bytes + k] = static_cast<uint8_t>(rng());
       }
     }
   }
@@ -235,6 +237,7 @@ TEST_F(MatMulTest, SharedInputEqualsSeparateMatMuls) {
   const int64_t n_in = 512;
   const std::vector<std::vector<std::pair<DType, bool>>> groups = {
       {{DType::kQ8_0, true}, {DType::kQ4_0, true}, {DType::kQ8_0, false}, {DType::kQ4_0, false}},  // packed and not
+      {{DType::kQ4_1, true}, {DType::kQ5_0, true}, {DType::kQ5_1, true}, {DType::kQ5_1, false}},
       {{DType::kQ4_K, false}, {DType::kQ6_K, true}, {DType::kQ5_K, false}},  // Q8K, three kernels
       {{DType::kQ8_0, true}, {DType::kQ4_K, false}},                         // mixed: fallback
       {{DType::kF16, false}, {DType::kF32, false}, {DType::kBF16, false}, {DType::kF16, false}},

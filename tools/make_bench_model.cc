@@ -2,7 +2,7 @@
 // and reference quantizers: the ~1.25B "bench" shape of the performance issues
 // (n_embd 2048, 16 layers, 32/8 heads, n_ff 5632, vocab 128256) or a tiny one.
 //
-//   make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]
+//   make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]
 //
 // Q4_K_M and Q5_K_M follow llama.cpp's recipes in spirit: Q4_K (Q5_K)
 // matrices, Q6_K for ffn_down and attn_v, Q6_K output; token_embd Q4_K (Q5_K).
@@ -31,11 +31,14 @@ DType ParseType(const std::string& s, const std::string& role) {
   if (s == "BF16") return DType::kBF16;
   if (s == "Q8_0") return DType::kQ8_0;
   if (s == "Q4_0") return DType::kQ4_0;
+  if (s == "Q4_1") return DType::kQ4_1;
+  if (s == "Q5_0") return DType::kQ5_0;
+  if (s == "Q5_1") return DType::kQ5_1;
   if (s == "Q4_K_M" || s == "Q5_K_M") {
     if (role == "ffn_down" || role == "attn_v" || role == "output") return DType::kQ6_K;
     return s == "Q4_K_M" ? DType::kQ4_K : DType::kQ5_K;
   }
-  Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_K_M, Q5_K_M)");
+  Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M)");
 }
 
 // Fills n_out rows of n_in N(0, stddev) values and converts them to `type`,
@@ -92,7 +95,7 @@ void AddVocab(GgufWriter& w, int n_vocab) {
 
 int Main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]\n");
+    std::fprintf(stderr, "usage: make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]\n");
     return 2;
   }
   std::string out = argv[1], type = "F16", shape_name = "1b";

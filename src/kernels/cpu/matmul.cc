@@ -246,6 +246,9 @@ WeightLayout PackedLayoutOf(DType type) {
   switch (type) {
     case DType::kQ8_0: return WeightLayout::kQ8_0x16;
     case DType::kQ4_0: return WeightLayout::kQ4_0x16;
+    case DType::kQ4_1: return WeightLayout::kQ4_1x16;
+    case DType::kQ5_0: return WeightLayout::kQ5_0x16;
+    case DType::kQ5_1: return WeightLayout::kQ5_1x16;
     case DType::kQ4_K: return WeightLayout::kQ4_Kx16;
     case DType::kQ5_K: return WeightLayout::kQ5_Kx16;
     case DType::kQ6_K: return WeightLayout::kQ6_Kx16;
@@ -261,8 +264,7 @@ bool CanPack(const WeightMatrix& w) {
 
 size_t PackedBytes(const WeightMatrix& w) {
   const WeightLayout layout = PackedLayoutOf(w.type);
-  const bool is_32 = layout == WeightLayout::kQ8_0x16 || layout == WeightLayout::kQ4_0x16;
-  return is_32 ? Packed32Bytes(w, layout) : PackedKQuantBytes(w, layout);
+  return IsPacked32(layout) ? Packed32Bytes(w, layout) : PackedKQuantBytes(w, layout);
 }
 
 WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
@@ -271,7 +273,7 @@ WeightMatrix PackWeights(const WeightMatrix& w, void* dst) {
     Fail("PackWeights: no packed layout for ", NameOf(w.type), " [", w.n_in, ", ", w.n_out, "]");
   }
   auto* out = static_cast<uint8_t*>(dst);
-  if (layout == WeightLayout::kQ8_0x16 || layout == WeightLayout::kQ4_0x16) {
+  if (IsPacked32(layout)) {
     Pack32(w, layout, out);
   } else {
     PackKQuant(w, layout, out);

@@ -35,6 +35,11 @@ enum class WeightLayout : uint8_t {
   // of 64 bytes, chunk j holding GGUF's qs[4j .. 4j + 3] of each column (the
   // nibbles of elements 4j.. and 16 + 4j..), as they are.
   kQ4_0x16,
+  // Q4_1, Q5_0, Q5_1 likewise, with their mins and fifth bits in each block
+  // (layouts in matmul_packed.cc).
+  kQ4_1x16,
+  kQ5_0x16,
+  kQ5_1x16,
   // Q4_K / Q5_K / Q6_K repacked the same way, per 256-element super-block
   // (layouts in matmul_packed_kquant.cc).
   kQ4_Kx16,
@@ -56,7 +61,7 @@ struct WeightMatrix {
 // The packed layout for a weight type (kRows: none).
 WeightLayout PackedLayoutOf(DType type);
 // Whether w is in GGUF's layout and PackWeights has a faster one for it on
-// the active CPU target (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K).
+// the active CPU target (every quantized type).
 bool CanPack(const WeightMatrix& w);
 // Bytes of w's packed copy (the last group of 16 columns is zero-padded).
 size_t PackedBytes(const WeightMatrix& w);

@@ -84,7 +84,13 @@ struct MatMulJob {
 using MatMulKernel = void (*)(const MatMulJob& job, int64_t col_begin, int64_t col_end);
 
 // Packing, per layout (matmul_packed.cc, matmul_packed_kquant.cc).
-size_t Packed32Bytes(const WeightMatrix& w, WeightLayout layout);  // kQ8_0x16, kQ4_0x16
+// The layouts of the 32-element block types (matmul_packed.cc); the others
+// are the K-quants' (matmul_packed_kquant.cc).
+inline bool IsPacked32(WeightLayout l) {
+  return l == WeightLayout::kQ8_0x16 || l == WeightLayout::kQ4_0x16 || l == WeightLayout::kQ4_1x16 ||
+         l == WeightLayout::kQ5_0x16 || l == WeightLayout::kQ5_1x16;
+}
+size_t Packed32Bytes(const WeightMatrix& w, WeightLayout layout);
 void Pack32(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
 size_t PackedKQuantBytes(const WeightMatrix& w, WeightLayout layout);
 void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);

@@ -1,6 +1,6 @@
-// MatMul for Q8_0 and Q4_0 weights in the packed layouts WeightLayout::kQ8_0x16
-// and kQ4_0x16 (see matmul.h), compiled once per SIMD target, and the packing
-// itself.
+// MatMul for the 32-element block types (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) in
+// their packed layouts (WeightLayout::kQ8_0x16 .. kQ5_1x16, see matmul.h),
+// compiled once per SIMD target, and the packing itself.
 //
 // Why a packed layout: in GGUF's layout a column's 32 quants of a block are
 // contiguous, so a vector instruction works on one column and every
@@ -15,19 +15,23 @@
 //   [0, 32)     d[c] F16
 //   [32, 544)   8 chunks of 64 bytes, chunk j byte 4c + k = q of element
 //               4j + k of column c, stored as u = q + 128 (unsigned)
-// Packed Q4_0 block (kQ4_0BlockBytes), the same bytes as GGUF's Q4_0 rows:
+// Packed Q4_0 block, the same bytes as GGUF's Q4_0 rows:
 //   [0, 32)     d[c] F16
 //   [32, 288)   4 chunks of 64 bytes, chunk j byte 4c + k = GGUF's qs[4j + k]
 //               of column c: low nibble u of element 4j + k, high nibble of
 //               element 16 + 4j + k (u = q + 8, q in -8..7)
+// Q4_1, Q5_0 and Q5_1 (Packed32Of gives the offsets) add to that, before the
+// quant chunks: the F16 mins m[c] (Q4_1, Q5_1: the value is d * u + m), and
+// a chunk of fifth bits (Q5_0, Q5_1: byte 4c + k, bit j = bit 4 of u of
+// element 4j + k; Q5_0's u = q + 16).
 //
 // Arithmetic per (row, column) pair, the same on every target and for every
 // tile shape (so results are bit-identical across batch sizes, threads and
 // targets): for each block b in order,
-//   isum = sum_k u_w[k] * q_x[k] - bias * sum_k q_x[k]   (bias 128 / 8; exact
-//          int32, = sum_k q_w[k] * q_x[k]: VNNI multiplies unsigned by
-//          signed bytes)
+//   isum = sum_k u_w[k] * q_x[k] - bias * sum_k q_x[k]   (exact int32, =
+//          sum_k q_w[k] * q_x[k]; VNNI multiplies unsigned by signed bytes)
 //   acc  = fma(float(isum), d_w * d_x, acc)
+//   acc  = fma(m_w, s_x, acc)   (Q4_1, Q5_1; s_x = d_x * sum_k q_x[k])
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed.cc"
 #include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
@@ -50,12 +54,25 @@
 namespace kakeya {
 constexpr int kGroupCols = kPackedGroupCols;
 constexpr int kQuads = kQK / 4;  // int32 quads of activations per block
-constexpr int64_t kQ8_0BlockBytes = kGroupCols * (2 + kQK);      // scales + quants: 544
-constexpr int64_t kQ4_0BlockBytes = kGroupCols * (2 + kQK / 2);  // 288
-constexpr int64_t BlockBytes(WeightLayout l) {
-  return l == WeightLayout::kQ8_0x16 ? kQ8_0BlockBytes : kQ4_0BlockBytes;
+
+// Where a packed block's parts are, in bytes from its start (0: absent).
+struct Packed32 {
+  int64_t bytes;      // the block of a group
+  int64_t mins;       // F16 m[c]
+  int64_t high_bits;  // the fifth-bit chunk
+  int64_t quants;     // the quant chunks (8 of bytes, or 4 of nibbles)
+  int32_t bias;       // u = q + bias
+};
+constexpr Packed32 Packed32Of(WeightLayout l) {
+  switch (l) {
+    case WeightLayout::kQ8_0x16: return {544, 0, 0, 32, 128};
+    case WeightLayout::kQ4_0x16: return {288, 0, 0, 32, 8};
+    case WeightLayout::kQ4_1x16: return {320, 32, 0, 64, 0};
+    case WeightLayout::kQ5_0x16: return {352, 0, 32, 96, 16};
+    default: return {384, 32, 64, 128, 0};  // kQ5_1x16
+  }
 }
-constexpr int32_t Bias(WeightLayout l) { return l == WeightLayout::kQ8_0x16 ? 128 : 8; }
+constexpr int64_t BlockBytes(WeightLayout l) { return Packed32Of(l).bytes; }
 }  // namespace kakeya
 #endif
 
@@ -66,10 +83,13 @@ namespace HWY_NAMESPACE {
 // u_w of element e (0..31) of column c of a packed block.
 template <WeightLayout kLayout>
 HWY_INLINE int PackedU(const uint8_t* blk, int c, int e) {
-  const uint8_t* quants = blk + 2 * kGroupCols;
+  constexpr Packed32 kP = Packed32Of(kLayout);
+  const uint8_t* quants = blk + kP.quants;
   if constexpr (kLayout == WeightLayout::kQ8_0x16) return quants[(e / 4 * kGroupCols + c) * 4 + e % 4];
   const uint8_t byte = quants[(e % 16 / 4 * kGroupCols + c) * 4 + e % 4];
-  return e < 16 ? byte & 0xF : byte >> 4;
+  const int u = e < 16 ? byte & 0xF : byte >> 4;
+  if constexpr (kP.high_bits == 0) return u;
+  return u | ((blk[kP.high_bits + 4 * c + e % 4] >> (e / 4)) & 1) << 4;
 }
 
 // Reference kernel for targets without hand-written intrinsics.
@@ -89,7 +109,7 @@ void PackedPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
         const int64_t xb = r * nb + b;
         const int8_t* xq = a.qs + xb * kQK;
         int32_t isum[kGroupCols];
-        std::fill(isum, isum + kGroupCols, -Bias(kLayout) * a.sums[xb]);
+        std::fill(isum, isum + kGroupCols, -Packed32Of(kLayout).bias * a.sums[xb]);
         for (int c = 0; c < kGroupCols; ++c) {
           for (int e = 0; e < kQK; ++e) isum[c] += PackedU<kLayout>(blk, c, e) * xq[e];
         }
@@ -97,6 +117,10 @@ void PackedPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
           uint16_t h;
           std::memcpy(&h, blk + 2 * c, 2);
           acc[c] = std::fma(static_cast<float>(isum[c]), F16ToF32(h) * a.d[xb], acc[c]);
+          if constexpr (Packed32Of(kLayout).mins != 0) {
+            std::memcpy(&h, blk + Packed32Of(kLayout).mins + 2 * c, 2);
+            acc[c] = std::fma(F16ToF32(h), a.s[xb], acc[c]);
+          }
         }
       }
       for (int c = 0; c < n_cols; ++c) job.y[r * w.n_out + o + c] = acc[c];
@@ -127,28 +151,30 @@ constexpr int kPrefetchLocality = kRows <= 2 ? 3 : 2;
 
 #if HWY_TARGET == HWY_AVX3_DL
 // AVX-512 VNNI: a tile is one group (16 columns = one zmm) by up to 8 rows.
-// Per row and block: 8 vpdpbusd, one convert, one multiply, one FMA; each
-// 64-byte weight chunk is loaded once and used by all rows of the tile (a
-// Q4_0 chunk, its two nibbles split with a mask and a shift, by two
-// vpdpbusd per row, in two chains).
+// Per row and block: 8 vpdpbusd, one convert, one multiply, one FMA (and
+// one more for a min); each 64-byte weight chunk is loaded once and used by
+// all rows of the tile (a chunk of nibbles, split with a mask and a shift,
+// by two vpdpbusd per row, in two chains; fifth bits go in at bit 4 with one
+// vpternlogd per nibble).
 #define KAKEYA_VNNI __attribute__((target("avx512vnni")))
 constexpr int kMaxTileRows = 8;
 
 template <WeightLayout kLayout, int kR>
 HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t* end, const ActQ8& a,
                                              int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  constexpr Packed32 kP = Packed32Of(kLayout);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   __m512 acc[kR];
   for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group + b * BlockBytes(kLayout);
+    const uint8_t* blk = group + b * kP.bytes;
     PrefetchAhead<kLayout, kPrefetchLocality<kR>>(blk, end);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-    const uint8_t* quants = blk + 2 * kGroupCols;
+    const uint8_t* quants = blk + kP.quants;
     __m512i s[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) {
-      s[r] = _mm512_set1_epi32(-Bias(kLayout) * a.sums[(r0 + r) * nb + b]);
+      s[r] = _mm512_set1_epi32(-kP.bias * a.sums[(r0 + r) * nb + b]);
       xq[r] = a.qs + ((r0 + r) * nb + b) * kQK;
     }
     if constexpr (kLayout == WeightLayout::kQ8_0x16) {
@@ -159,10 +185,19 @@ HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t
     } else {
       __m512i s_hi[kR];  // elements 16..31: a second chain
       for (int r = 0; r < kR; ++r) s_hi[r] = _mm512_setzero_si512();
+      // Bit j of a fifth-bit byte is element 4j + k's, bit 4 + j element
+      // 16 + 4j + k's: shifted right by j, they sit at bits 0 and 4 (the
+      // 16-bit shift moves the next byte's bits only into bits 5-7).
+      __m512i high = kP.high_bits != 0 ? _mm512_loadu_si512(blk + kP.high_bits) : _mm512_setzero_si512();
       for (int j = 0; j < kQuads / 2; ++j) {
         const __m512i raw = _mm512_loadu_si512(quants + 64 * j);
-        const __m512i lo = _mm512_and_si512(raw, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        __m512i lo = _mm512_and_si512(raw, low4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+        if constexpr (kP.high_bits != 0) {
+          lo = _mm512_ternarylogic_epi32(bit4, _mm512_slli_epi16(high, 4), lo, 0xCA);  // a ? b : c
+          hi = _mm512_ternarylogic_epi32(bit4, high, hi, 0xCA);
+          high = _mm512_srli_epi16(high, 1);
+        }
         for (int r = 0; r < kR; ++r) {
           s[r] = _mm512_dpbusd_epi32(s[r], lo, BroadcastQuad512(xq[r] + 4 * j));
           s_hi[r] = _mm512_dpbusd_epi32(s_hi[r], hi, BroadcastQuad512(xq[r] + 16 + 4 * j));
@@ -173,6 +208,10 @@ HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t
     for (int r = 0; r < kR; ++r) {
       const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[(r0 + r) * nb + b]));
       acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[r]), scale, acc[r]);
+    }
+    if constexpr (kP.mins != 0) {
+      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kP.mins)));
+      for (int r = 0; r < kR; ++r) acc[r] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[(r0 + r) * nb + b]), acc[r]);
     }
   }
   for (int r = 0; r < kR; ++r) _mm512_storeu_ps(out[r], acc[r]);
@@ -197,22 +236,25 @@ void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 // group (8 columns = one ymm) by up to 4 rows, so accumulators and weights fit
 // in 16 registers. maddubs multiplies unsigned by signed bytes. For Q8_0,
 // (q + 128) * x would overflow its int16 pair sums, so it takes |q| * (x with
-// q's sign) as llama.cpp does; Q4_0's u = q + 8 goes in as it is, its pair
-// sums over a whole block (8 * 2 * 15 * 127) fit int16, and the bias comes
-// off after. Either way the int32 sums are the same exact integers.
+// q's sign) as llama.cpp does; the nibble types' u goes in as it is, and
+// their pair sums fit int16 over a whole block of 4-bit u (8 * 2 * 15 * 127)
+// or half a one of 5-bit u (4 * 2 * 31 * 127); the bias comes off after.
+// Either way the int32 sums are the same exact integers.
 constexpr int kMaxTileRows = 4;
 
 template <WeightLayout kLayout, int kR>
 HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8& a,
                                  int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
+  constexpr Packed32 kP = Packed32Of(kLayout);
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(-128), low4 = _mm256_set1_epi8(0x0F);
+  const __m256i bit4 = _mm256_set1_epi8(0x10);
   __m256 acc[kR];
   for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group + b * BlockBytes(kLayout);
+    const uint8_t* blk = group + b * kP.bytes;
     if (half == 0) PrefetchAhead<kLayout, kPrefetchLocality<kR>>(blk, end);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
-    const uint8_t* quants = blk + 2 * kGroupCols + 32 * half;
+    const uint8_t* quants = blk + kP.quants + 32 * half;
     __m256i isum[kR];
     const int8_t* xq[kR];
     for (int r = 0; r < kR; ++r) xq[r] = a.qs + ((r0 + r) * nb + b) * kQK;
@@ -230,27 +272,40 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
         }
       }
     } else {
-      __m256i p[kR];  // int16 pairs
-      for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
-      for (int j = 0; j < kQuads / 2; ++j) {
-        const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 64 * j));
-        const __m256i lo = _mm256_and_si256(raw, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
-        for (int r = 0; r < kR; ++r) {
-          p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(lo, BroadcastQuad256(xq[r] + 4 * j)));
-          p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(hi, BroadcastQuad256(xq[r] + 16 + 4 * j)));
-          Pin(p[r]);
+      constexpr int kChunksPerSum = kP.high_bits != 0 ? 2 : 4;  // int16 bounds (above)
+      for (int r = 0; r < kR; ++r) isum[r] = _mm256_set1_epi32(-kP.bias * a.sums[(r0 + r) * nb + b]);
+      // As in the VNNI tile: fifth bits at bits 0 and 4 after a shift by j.
+      __m256i high = kP.high_bits != 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kP.high_bits + 32 * half))
+                                       : _mm256_setzero_si256();
+      for (int j0 = 0; j0 < kQuads / 2; j0 += kChunksPerSum) {
+        __m256i p[kR];  // int16 pairs
+        for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
+        for (int j = j0; j < j0 + kChunksPerSum; ++j) {
+          const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 64 * j));
+          __m256i lo = _mm256_and_si256(raw, low4);
+          __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          if constexpr (kP.high_bits != 0) {
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_slli_epi16(high, 4), bit4));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(high, bit4));
+            high = _mm256_srli_epi16(high, 1);
+          }
+          for (int r = 0; r < kR; ++r) {
+            p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(lo, BroadcastQuad256(xq[r] + 4 * j)));
+            p[r] = _mm256_add_epi16(p[r], _mm256_maddubs_epi16(hi, BroadcastQuad256(xq[r] + 16 + 4 * j)));
+            Pin(p[r]);
+          }
         }
-      }
-      for (int r = 0; r < kR; ++r) {
-        const __m256i offset = _mm256_set1_epi32(-Bias(kLayout) * a.sums[(r0 + r) * nb + b]);
-        isum[r] = _mm256_add_epi32(_mm256_madd_epi16(p[r], ones), offset);
+        for (int r = 0; r < kR; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p[r], ones));
       }
     }
     for (int r = 0; r < kR; ++r) {
       const int64_t xb = (r0 + r) * nb + b;
       const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(a.d[xb]));
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), scale, acc[r]);
+    }
+    if constexpr (kP.mins != 0) {
+      const __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kP.mins + 16 * half)));
+      for (int r = 0; r < kR; ++r) acc[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.s[(r0 + r) * nb + b]), acc[r]);
     }
   }
   for (int r = 0; r < kR; ++r) _mm256_storeu_ps(out[r] + 8 * half, acc[r]);
@@ -278,9 +333,14 @@ void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 MatMulKernel PackedKQuantKernel(WeightLayout layout);  // matmul_packed_kquant.cc
 
 MatMulKernel PackedKernel(WeightLayout layout) {
-  if (layout == WeightLayout::kQ8_0x16) return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ8_0x16>;
-  if (layout == WeightLayout::kQ4_0x16) return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ4_0x16>;
-  return PackedKQuantKernel(layout);
+  switch (layout) {
+    case WeightLayout::kQ8_0x16: return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ8_0x16>;
+    case WeightLayout::kQ4_0x16: return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ4_0x16>;
+    case WeightLayout::kQ4_1x16: return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ4_1x16>;
+    case WeightLayout::kQ5_0x16: return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ5_0x16>;
+    case WeightLayout::kQ5_1x16: return &KAKEYA_PACKED_KERNEL<WeightLayout::kQ5_1x16>;
+    default: return PackedKQuantKernel(layout);
+  }
 }
 #undef KAKEYA_PACKED_KERNEL
 
@@ -296,9 +356,27 @@ size_t Packed32Bytes(const WeightMatrix& w, WeightLayout layout) {
   return static_cast<size_t>(groups * (w.n_in / kQK) * BlockBytes(layout));
 }
 
+// Column c's part of a packed block of a nibble type.
+template <typename Block>
+void PackNibbles(const Block& src, const Packed32& p, int c, uint8_t* blk) {
+  std::memcpy(blk + 2 * c, &src.d, 2);
+  if constexpr (requires { src.m; }) std::memcpy(blk + p.mins + 2 * c, &src.m, 2);
+  if constexpr (requires { src.qh; }) {
+    uint32_t qh;  // bit e: bit 4 of element e's u
+    std::memcpy(&qh, src.qh, 4);
+    for (int k = 0; k < 4; ++k) {
+      uint8_t bits = 0;
+      for (int j = 0; j < 8; ++j) bits |= static_cast<uint8_t>(((qh >> (4 * j + k)) & 1) << j);
+      blk[p.high_bits + 4 * c + k] = bits;
+    }
+  }
+  for (int j = 0; j < kQuads / 2; ++j) std::memcpy(blk + p.quants + (j * kGroupCols + c) * 4, src.qs + 4 * j, 4);
+}
+
 void Pack32(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
   const int64_t nb = w.n_in / kQK;
-  const int64_t block_bytes = BlockBytes(layout);
+  const Packed32 p = Packed32Of(layout);
+  const int64_t block_bytes = p.bytes;
   const auto* src = static_cast<const uint8_t*>(w.data);
   if (w.n_out % kGroupCols != 0) {  // padding columns of the last group: scale 0
     const int64_t last = w.n_out / kGroupCols * nb * block_bytes;
@@ -310,21 +388,22 @@ void Pack32(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
     uint8_t* group = out + o / kGroupCols * nb * block_bytes;
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* blk = group + b * block_bytes;
-      if (layout == WeightLayout::kQ8_0x16) {
-        const BlockQ8_0& src_blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-        std::memcpy(blk + 2 * c, &src_blk.d, 2);
-        for (int j = 0; j < kQuads; ++j) {
-          uint32_t quad;
-          std::memcpy(&quad, src_blk.qs + 4 * j, 4);
-          quad ^= 0x80808080u;  // q + 128 in each byte
-          std::memcpy(blk + 2 * kGroupCols + (j * kGroupCols + c) * 4, &quad, 4);
+      switch (layout) {
+        case WeightLayout::kQ8_0x16: {
+          const BlockQ8_0& src_blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+          std::memcpy(blk + 2 * c, &src_blk.d, 2);
+          for (int j = 0; j < kQuads; ++j) {
+            uint32_t quad;
+            std::memcpy(&quad, src_blk.qs + 4 * j, 4);
+            quad ^= 0x80808080u;  // q + 128 in each byte
+            std::memcpy(blk + p.quants + (j * kGroupCols + c) * 4, &quad, 4);
+          }
+          break;
         }
-      } else {
-        const BlockQ4_0& src_blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-        std::memcpy(blk + 2 * c, &src_blk.d, 2);
-        for (int j = 0; j < kQuads / 2; ++j) {
-          std::memcpy(blk + 2 * kGroupCols + (j * kGroupCols + c) * 4, src_blk.qs + 4 * j, 4);
-        }
+        case WeightLayout::kQ4_0x16: PackNibbles(reinterpret_cast<const BlockQ4_0*>(row)[b], p, c, blk); break;
+        case WeightLayout::kQ4_1x16: PackNibbles(reinterpret_cast<const BlockQ4_1*>(row)[b], p, c, blk); break;
+        case WeightLayout::kQ5_0x16: PackNibbles(reinterpret_cast<const BlockQ5_0*>(row)[b], p, c, blk); break;
+        default: PackNibbles(reinterpret_cast<const BlockQ5_1*>(row)[b], p, c, blk); break;
       }
     }
   }
