@@ -68,7 +68,8 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
       const int64_t block_bytes = TraitsOf(type).block_bytes;
       const int begin = type == DType::kQ4_1 || type == DType::kQ5_1 ? 4 : 2;
       for (int64_t b = 0; b < n_in / 32; ++b) {
-        for (int k = begin; k < block_bytes; ++k) p.w_bytes[o * row_bytes + b * block_bytes + k] = static_cast<uint8_t>(rng());
+        uint8_t* blk = &p.w_bytes[o * row_bytes + b * block_bytes];
+        for (int k = begin; k < block_bytes; ++k) blk[k] = static_cast<uint8_t>(rng());
       }
     }
   }

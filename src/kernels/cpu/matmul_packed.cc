@@ -275,8 +275,8 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
       constexpr int kChunksPerSum = kP.high_bits != 0 ? 2 : 4;  // int16 bounds (above)
       for (int r = 0; r < kR; ++r) isum[r] = _mm256_set1_epi32(-kP.bias * a.sums[(r0 + r) * nb + b]);
       // As in the VNNI tile: fifth bits at bits 0 and 4 after a shift by j.
-      __m256i high = kP.high_bits != 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kP.high_bits + 32 * half))
-                                       : _mm256_setzero_si256();
+      const auto* high_bits = reinterpret_cast<const __m256i*>(blk + kP.high_bits + 32 * half);
+      __m256i high = kP.high_bits != 0 ? _mm256_loadu_si256(high_bits) : _mm256_setzero_si256();
       for (int j0 = 0; j0 < kQuads / 2; j0 += kChunksPerSum) {
         __m256i p[kR];  // int16 pairs
         for (int r = 0; r < kR; ++r) p[r] = _mm256_setzero_si256();
