@@ -32,6 +32,10 @@
 //          sum_k q_w[k] * q_x[k]; VNNI multiplies unsigned by signed bytes)
 //   acc  = fma(float(isum), d_w * d_x, acc)
 //   acc  = fma(m_w, s_x, acc)   (Q4_1, Q5_1; s_x = d_x * sum_k q_x[k])
+// GCC 12 flags the deliberately undefined pass-through operands inside its
+// own AVX-512 intrinsics once inlined (GCC bug 105593): not ours to fix.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed.cc"
 #include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
