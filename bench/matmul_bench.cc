@@ -13,10 +13,13 @@
 //   build-kern/bin/matmul_bench --benchmark_filter='MatMul/(F16|Q8_0|Q4_K)/avx512_vnni'
 #include <benchmark/benchmark.h>
 // GCC 12 flags the deliberately undefined pass-through operands inside its
-// own AVX-512 intrinsics once inlined (GCC bug 105593): not ours to fix.
+// own AVX-512 intrinsics once inlined (GCC bug 105593): silenced for those
+// header lines only.
+#pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cstdlib>
 #include <cstring>

@@ -25,15 +25,15 @@ struct Shape {
   int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
 };
 
+// The types --type names directly (by their GGUF names); Q4_K_M and Q5_K_M
+// mix types by role.
+constexpr DType kSingleTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                                  DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
+
 DType ParseType(const std::string& s, const std::string& role) {
-  if (s == "F32") return DType::kF32;
-  if (s == "F16") return DType::kF16;
-  if (s == "BF16") return DType::kBF16;
-  if (s == "Q8_0") return DType::kQ8_0;
-  if (s == "Q4_0") return DType::kQ4_0;
-  if (s == "Q4_1") return DType::kQ4_1;
-  if (s == "Q5_0") return DType::kQ5_0;
-  if (s == "Q5_1") return DType::kQ5_1;
+  for (DType t : kSingleTypes) {
+    if (NameOf(t) == s) return t;
+  }
   if (s == "Q4_K_M" || s == "Q5_K_M") {
     if (role == "ffn_down" || role == "attn_v" || role == "output") return DType::kQ6_K;
     return s == "Q4_K_M" ? DType::kQ4_K : DType::kQ5_K;

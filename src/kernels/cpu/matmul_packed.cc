@@ -11,7 +11,7 @@
 // does 64 multiply-adds, and the loaded weights serve every row of the batch
 // while in registers.
 //
-// Packed Q8_0 block of a group of 16 columns (kQ8_0BlockBytes):
+// Packed Q8_0 block of a group of 16 columns (544 bytes):
 //   [0, 32)     d[c] F16
 //   [32, 544)   8 chunks of 64 bytes, chunk j byte 4c + k = q of element
 //               4j + k of column c, stored as u = q + 128 (unsigned)
@@ -32,10 +32,6 @@
 //          sum_k q_w[k] * q_x[k]; VNNI multiplies unsigned by signed bytes)
 //   acc  = fma(float(isum), d_w * d_x, acc)
 //   acc  = fma(m_w, s_x, acc)   (Q4_1, Q5_1; s_x = d_x * sum_k q_x[k])
-// GCC 12 flags the deliberately undefined pass-through operands inside its
-// own AVX-512 intrinsics once inlined (GCC bug 105593): not ours to fix.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul_packed.cc"
 #include "kernels/cpu/matmul_internal.h"  // must precede hwy (target set)
@@ -76,7 +72,6 @@ constexpr Packed32 Packed32Of(WeightLayout l) {
     default: return {384, 32, 64, 128, 0};  // kQ5_1x16
   }
 }
-constexpr int64_t BlockBytes(WeightLayout l) { return Packed32Of(l).bytes; }
 }  // namespace kakeya
 #endif
 
@@ -104,12 +99,12 @@ void PackedPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const ActQ8& a = job.q8;
   const auto* data = static_cast<const uint8_t*>(w.data);
   for (int64_t o = col_begin; o < col_end; o += kGroupCols) {
-    const uint8_t* group = data + o / kGroupCols * nb * BlockBytes(kLayout);
+    const uint8_t* group = data + o / kGroupCols * nb * Packed32Of(kLayout).bytes;
     const int n_cols = static_cast<int>(std::min<int64_t>(kGroupCols, col_end - o));
     for (int64_t r = 0; r < job.n_rows; ++r) {
       float acc[kGroupCols] = {};
       for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = group + b * BlockBytes(kLayout);
+        const uint8_t* blk = group + b * Packed32Of(kLayout).bytes;
         const int64_t xb = r * nb + b;
         const int8_t* xq = a.qs + xb * kQK;
         int32_t isum[kGroupCols];
@@ -147,7 +142,7 @@ constexpr int kPrefetchAhead = 8192;
 template <WeightLayout kLayout, int kLocality>  // __builtin_prefetch's: 3 = T0 (L1), 2 = T1 (L2)
 HWY_INLINE void PrefetchAhead(const uint8_t* blk, const uint8_t* end) {
   if (blk + kPrefetchAhead >= end) return;
-  for (int l = 0; l < BlockBytes(kLayout); l += 64) __builtin_prefetch(blk + kPrefetchAhead + l, 0, kLocality);
+  for (int l = 0; l < Packed32Of(kLayout).bytes; l += 64) __builtin_prefetch(blk + kPrefetchAhead + l, 0, kLocality);
 }
 template <int kRows>
 constexpr int kPrefetchLocality = kRows <= 2 ? 3 : 2;
@@ -225,7 +220,7 @@ template <WeightLayout kLayout>
 void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t nb = job.w->n_in / kQK;
   ForEachPackedTile<kMaxTileRows>(
-      job, col_begin, col_end, nb * BlockBytes(kLayout),
+      job, col_begin, col_end, nb * Packed32Of(kLayout).bytes,
       [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
         WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
           PackedTileVnni<kLayout, decltype(rows)::value>(group, end, job.q8, nb, r0, out);
@@ -319,7 +314,7 @@ template <WeightLayout kLayout>
 void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t nb = job.w->n_in / kQK;
   ForEachPackedTile<kMaxTileRows>(
-      job, col_begin, col_end, nb * BlockBytes(kLayout),
+      job, col_begin, col_end, nb * Packed32Of(kLayout).bytes,
       [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
         WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
           for (int half = 0; half < 2; ++half) {
@@ -357,7 +352,7 @@ namespace kakeya {
 
 size_t Packed32Bytes(const WeightMatrix& w, WeightLayout layout) {
   const int64_t groups = (w.n_out + kGroupCols - 1) / kGroupCols;
-  return static_cast<size_t>(groups * (w.n_in / kQK) * BlockBytes(layout));
+  return static_cast<size_t>(groups * (w.n_in / kQK) * Packed32Of(layout).bytes);
 }
 
 // Column c's part of a packed block of a nibble type.
@@ -380,18 +375,17 @@ void PackNibbles(const Block& src, const Packed32& p, int c, uint8_t* blk) {
 void Pack32(const WeightMatrix& w, WeightLayout layout, uint8_t* out) {
   const int64_t nb = w.n_in / kQK;
   const Packed32 p = Packed32Of(layout);
-  const int64_t block_bytes = p.bytes;
   const auto* src = static_cast<const uint8_t*>(w.data);
   if (w.n_out % kGroupCols != 0) {  // padding columns of the last group: scale 0
-    const int64_t last = w.n_out / kGroupCols * nb * block_bytes;
+    const int64_t last = w.n_out / kGroupCols * nb * p.bytes;
     std::memset(out + last, 0, Packed32Bytes(w, layout) - static_cast<size_t>(last));
   }
   for (int64_t o = 0; o < w.n_out; ++o) {
     const uint8_t* row = src + o * w.row_bytes;
     const int c = static_cast<int>(o % kGroupCols);
-    uint8_t* group = out + o / kGroupCols * nb * block_bytes;
+    uint8_t* group = out + o / kGroupCols * nb * p.bytes;
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = group + b * block_bytes;
+      uint8_t* blk = group + b * p.bytes;
       switch (layout) {
         case WeightLayout::kQ8_0x16: {
           const BlockQ8_0& src_blk = reinterpret_cast<const BlockQ8_0*>(row)[b];

@@ -1,6 +1,6 @@
 // MatMul for Q4_K, Q5_K and Q6_K weights in packed layouts
-// (WeightLayout::kQ4_Kx16, kQ5_Kx16, kQ6_Kx16), and their packing: the K-quant counterpart of
-// matmul_packed.cc (read that file first: same idea, 16 columns interleaved so
+// (WeightLayout::kQ4_Kx16, kQ5_Kx16, kQ6_Kx16), and their packing: the
+// K-quant counterpart of matmul_packed.cc (read that file first: same idea, 16 columns interleaved so
 // one vpdpbusd does 64 multiply-adds and the weights serve every row).
 //
 // Packed Q4_K super-block of a group of 16 columns (kQ4Bytes):
@@ -258,10 +258,10 @@ HWY_NOINLINE KAKEYA_TILE_TARGET void Q4KTile(const uint8_t* group, const uint8_t
         // bench verify, 6 alternating rounds: 1 row 23.7-25.5 -> 22.7-24.8
         // ms (faster in 5 of the 6 pairs; 80-84% -> 81-88% of the roofline);
         // matmul_bench MatMul/Q4_Kx16, 8 rounds, 1.65-1.89 -> 1.44-1.74 ms.
-        // Q5_K (a second stream, its
-        // fifth bits), Q6_K (three) and 2-row tiles lost without it: Q6_K
-        // 1.33-1.63 -> 4.17-5.34 ms, Q5_K 2.53-2.88 -> 4.01-4.14 ms; so did
-        // the AVX2 tiles, which pass over each group twice (half groups).
+        // Q5_K (a second stream, its fifth bits), Q6_K (three) and 2-row
+        // tiles lost without it: Q6_K 1.33-1.63 -> 4.17-5.34 ms, Q5_K
+        // 2.53-2.88 -> 4.01-4.14 ms; so did the AVX2 tiles, which pass over
+        // each group twice (half groups).
         if constexpr (!(kLayout == WeightLayout::kQ4_Kx16 && kR == 1)) {
           PrefetchLine(ahead, kChunk, kBytes);  // 37 (Q5_K: 45) lines over 32 chunks
           if constexpr (kChunk < kLines - 32) PrefetchLine(ahead, 32 + kChunk, kBytes);
