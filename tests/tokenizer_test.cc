@@ -1,9 +1,9 @@
 // Tokenizer parity with llama.cpp (FORMATS.md section 4).
 //
 // Reference data (tests/fixtures/tokenizer/README.md): the .inp/.out pairs of
-// eight vocabularies come unchanged from llama.cpp's models/ directory, where
-// the ids were produced by each original model's Hugging Face tokenizer. The
-// ninth, ggml-vocab-llama-spm-8000 (the vocabulary of the test models), has no
+// nine vocabularies (gemma-4 included) come unchanged from llama.cpp's models/
+// directory, where the ids were produced by each original model's Hugging Face
+// tokenizer. The tenth, ggml-vocab-llama-spm-8000 (the vocabulary of the test models), has no
 // Hugging Face tokenizer: its .out was produced by llama.cpp itself
 // (`llama-tokenize --no-bos --no-parse-special`, the path test-tokenizer-0
 // uses), so it is independent reference data for our SPM byte fallback, not
@@ -42,6 +42,8 @@ std::string ReadFile(const fs::path& path) {
 }
 
 // README: split on "\n__ggml_vocab_test__\n" and drop the final empty piece.
+// gemma-4's .inp lacks the final separator: what follows the last one is the
+// last text.
 std::vector<std::string> ReadTexts(const fs::path& path) {
   const std::string all = ReadFile(path);
   const std::string separator = "\n__ggml_vocab_test__\n";
@@ -51,7 +53,7 @@ std::vector<std::string> ReadTexts(const fs::path& path) {
     texts.push_back(all.substr(start, pos - start));
     start = pos + separator.size();
   }
-  EXPECT_EQ(start, all.size()) << "trailing text after the last separator in " << path;
+  if (start < all.size()) texts.push_back(all.substr(start));
   return texts;
 }
 
@@ -108,7 +110,7 @@ std::string Ids(const std::vector<TokenId>& ids) {
 
 const std::vector<std::string> kVocabs = {
     "llama-spm", "llama-spm-8000", "phi-3",     "llama-bpe", "qwen2",
-    "gpt-2",     "deepseek-coder", "starcoder", "falcon",
+    "gpt-2",     "deepseek-coder", "starcoder", "falcon",    "gemma-4",
 };
 
 class VocabTest : public ::testing::TestWithParam<std::string> {
@@ -136,12 +138,14 @@ TEST_P(VocabTest, EncodeMatchesLlamaCpp) {
 
 // README: llama.cpp gives the text back exactly, except that the vocabularies
 // that apply Hugging Face's clean-up rule drop the space before '?' in tests
-// 33 and 46 ("😁 ?" -> "😁?").
+// 33 and 46 ("😁 ?" -> "😁?"). gemma-4 is one of them: llama.cpp keeps the
+// BPE default clean_spaces = true for it.
 TEST_P(VocabTest, DecodeRoundTrips) {
   const Tokenizer& tok = Vocab(GetParam());
   const auto texts = ReadTexts(Base().string() + ".inp");
   const bool cleans_spaces = GetParam() == "llama-bpe" || GetParam() == "gpt-2" ||
-                             GetParam() == "starcoder" || GetParam() == "falcon";
+                             GetParam() == "starcoder" || GetParam() == "falcon" ||
+                             GetParam() == "gemma-4";
   for (size_t i = 0; i < texts.size(); ++i) {
     std::string want = texts[i];
     if (cleans_spaces && (i + 1 == 33 || i + 1 == 46)) {
@@ -256,6 +260,63 @@ TEST(Tokenizer, DecodeFollowsLlamaCppSpaceRules) {
   EXPECT_EQ(qwen.Decode(qwen.Encode(text, false, false), false), text);
 }
 
+TEST(Tokenizer, Gemma4DefaultsAndText) {
+  const Tokenizer& gemma = Vocab("gemma-4");
+  EXPECT_EQ(gemma.bos(), 2);
+  EXPECT_EQ(gemma.eos(), 1);
+  EXPECT_TRUE(gemma.add_bos());
+  // Spaces are escaped to "▁" before merging and unescaped by the decoder; no
+  // space prefix is added.
+  const std::vector<TokenId> hello = gemma.Encode("Hello world", true, false);
+  EXPECT_EQ(Ids(hello), Ids({2, 9259, 1902}));
+  ASSERT_EQ(gemma.TokenText(1902), "\u2581world");
+  EXPECT_EQ(gemma.TokenToPiece(1902, false), " world");
+  EXPECT_EQ(gemma.Decode(hello, false), "Hello world");
+  // A character without a token falls back to its bytes as <0xXX> tokens,
+  // which decode to the raw bytes.
+  const std::string llama = "\U0001F999";
+  const std::vector<TokenId> bytes = gemma.Encode(llama, false, false);
+  ASSERT_EQ(bytes.size(), 4u);
+  EXPECT_EQ(gemma.TokenText(bytes[0]), "<0xF0>");
+  EXPECT_EQ(gemma.Decode(bytes, false), llama);
+  // An input "▁" cannot be told from an escaped space, so it decodes to " "
+  // (llama.cpp does the same).
+  EXPECT_EQ(gemma.Decode(gemma.Encode("\u2581", false, false), false), " ");
+  // Gemma 4's end of turn and tool-call stop are end of generation (llama.cpp's list).
+  const TokenId end_of_turn = 106;
+  ASSERT_EQ(gemma.TokenText(end_of_turn), "<turn|>");
+  EXPECT_TRUE(gemma.IsEndOfGeneration(end_of_turn));
+  EXPECT_TRUE(gemma.IsEndOfGeneration(50));  // <|tool_response>
+}
+
+// FORMATS.md 4.2 step 3: without parse_special, USER_DEFINED tokens are still
+// cut out whole (CONTROL and UNKNOWN ones are not), and render as their text.
+TEST(Tokenizer, UserDefinedTokensMatchWithoutParseSpecial) {
+  const Tokenizer& gemma = Vocab("gemma-4");
+  ASSERT_EQ(gemma.TokenText(100), "<|channel>");  // USER_DEFINED in the GGUF
+  ASSERT_EQ(gemma.TokenText(101), "<channel|>");
+  ASSERT_EQ(gemma.TokenText(2202), "hi");
+  const std::vector<TokenId> channel = gemma.Encode("<|channel>hi<channel|>", false, false);
+  EXPECT_EQ(Ids(channel), Ids({100, 2202, 101}));
+  EXPECT_EQ(gemma.Decode(channel, false), "<|channel>hi<channel|>");
+  // <|tool_response> is USER_DEFINED in the GGUF too, but llama.cpp forces its
+  // end-of-generation texts to CONTROL: only parse_special cuts it out.
+  EXPECT_EQ(Ids(gemma.Encode("<|tool_response>", false, true)), Ids({50}));
+  EXPECT_GT(gemma.Encode("<|tool_response>", false, false).size(), 1u);
+  // A CONTROL token's text stays plain text.
+  EXPECT_EQ(Ids(gemma.Encode("<turn|>", false, true)), Ids({106}));
+  EXPECT_GT(gemma.Encode("<turn|>", false, false).size(), 1u);
+
+  // deepseek-coder's added tokens for the bytes that never occur in UTF-8
+  // ("ö" is 32011) are USER_DEFINED: the character is taken whole, not as its
+  // two byte-level symbols.
+  const Tokenizer& deepseek = Vocab("deepseek-coder");
+  ASSERT_EQ(deepseek.TokenText(32011), "\u00f6");
+  const std::vector<TokenId> word = deepseek.Encode("sch\u00f6n", false, false);
+  EXPECT_NE(std::find(word.begin(), word.end(), 32011), word.end()) << Ids(word);
+  EXPECT_EQ(deepseek.Decode(word, false), "sch\u00f6n");
+}
+
 // \s is Unicode White_Space as in llama.cpp's splitters: U+180E is not
 // whitespace there (PCRE2's own \s says it is), U+0085 is.
 TEST(PreTokenizer, WhitespaceIsLlamaCppsSet) {
@@ -346,6 +407,37 @@ TEST(Tokenizer, TinyBpeWorks) {
   const auto tok = FromWriter(BpeWriter(), bytes);
   EXPECT_EQ(tok->Encode("abba", false, false), (std::vector<TokenId>{2, 1, 0}));
   EXPECT_FALSE(tok->add_bos());
+}
+
+// Gemma 4's rules on a vocabulary small enough to reason about by hand.
+GgufWriter Gemma4Writer(bool with_bos) {
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "gemma4");
+  w.SetStringArray("tokenizer.ggml.tokens",
+                   {"<pad>", "<eos>", "<bos>", "\n", "\n\n", "\u2581", "a", "\u2581a", "<0x62>"});
+  w.SetI32Array("tokenizer.ggml.token_type", {3, 3, 3, 1, 1, 1, 1, 1, 6});
+  w.SetStringArray("tokenizer.ggml.merges", {"\u2581 a"});
+  if (with_bos) w.SetU32("tokenizer.ggml.bos_token_id", 2);
+  w.SetU32("tokenizer.ggml.eos_token_id", 1);
+  w.SetBool("tokenizer.ggml.add_bos_token", false);
+  return w;
+}
+
+TEST(Tokenizer, TinyGemma4Works) {
+  std::vector<uint8_t> bytes;
+  const auto tok = FromWriter(Gemma4Writer(/*with_bos=*/true), bytes);
+  EXPECT_TRUE(tok->add_bos()) << "forced on whatever add_bos_token says";
+  // "▁a" by the merge, "▁" alone, and "b" (no token) by byte fallback.
+  const std::vector<TokenId> ids = tok->Encode(" a b", true, false);
+  EXPECT_EQ(Ids(ids), Ids({2, 7, 5, 8}));
+  EXPECT_EQ(tok->Decode(ids, false), " a b");
+  // No merge builds "\n\n", but a newline run that is a token is taken whole.
+  EXPECT_EQ(Ids(tok->Encode("a\n\n", false, false)), Ids({6, 4}));
+
+  // gemma4 has no default BOS, and BOS is always added.
+  const GgufWriter no_bos = Gemma4Writer(/*with_bos=*/false);
+  EXPECT_NE(ErrorOf(no_bos).find("tokenizer.ggml.bos_token_id"), std::string::npos)
+      << ErrorOf(no_bos);
 }
 
 TEST(Tokenizer, ErrorsNameTheKey) {

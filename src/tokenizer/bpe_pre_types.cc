@@ -24,6 +24,8 @@ struct Entry {
   bool ignore_merges = false;
   bool add_bos = false;
   bool clean_spaces = true;
+  bool sentencepiece_text = false;
+  bool force_add_bos = false;
 };
 
 // Names and flags as in llama_vocab::impl::load, regexes as in the
@@ -55,6 +57,12 @@ const Entry kEntries[] = {
      .regexes = {"\\p{N}", kGpt2}},
     {.names = {"command-r", "smollm"}, .regexes = {"\\p{N}", kGpt2}, .clean_spaces = false},
     {.names = {"falcon"}, .regexes = {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, kThreeDigits}},
+    // Merges see whole lines; newline runs are split off only because no merge
+    // spans a newline. llama.cpp forces add_bos (some Gemma 4 GGUFs say false).
+    {.names = {"gemma4"},
+     .regexes = {"[^\\n]+|[\\n]+"},
+     .sentencepiece_text = true,
+     .force_add_bos = true},
 };
 
 }  // namespace
@@ -65,7 +73,11 @@ BpePreType FindBpePreType(std::string_view name) {
     for (std::string_view candidate : entry.names) {
       if (candidate == name) {
         return BpePreType{std::vector<std::string>(entry.regexes.begin(), entry.regexes.end()),
-                          entry.ignore_merges, entry.add_bos, entry.clean_spaces};
+                          entry.ignore_merges,
+                          entry.add_bos,
+                          entry.clean_spaces,
+                          entry.sentencepiece_text,
+                          entry.force_add_bos};
       }
       supported += supported.empty() ? "" : ", ";
       supported += candidate;

@@ -6,6 +6,7 @@
 #include "gguf/gguf.h"
 #include "tokenizer/bpe_pre_types.h"
 #include "tokenizer/byte_unicode.h"
+#include "tokenizer/sentencepiece_text.h"
 #include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 
@@ -13,9 +14,12 @@ namespace kakeya {
 namespace {
 
 constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
+constexpr std::string_view kGemma4 = "gemma4";
 
-BpePreType ReadPreType(const GgufFile& gguf) {
-  // A missing key means llama.cpp's "default" pre-tokenizer.
+BpePreType ReadPreType(const GgufFile& gguf, std::string_view model) {
+  // llama.cpp ignores the key for gemma4 models, and reads a missing key as
+  // its "default" pre-tokenizer.
+  if (model == kGemma4) return FindBpePreType(kGemma4);
   return FindBpePreType(gguf.FindString("tokenizer.ggml.pre").value_or("default"));
 }
 
@@ -80,17 +84,29 @@ void CleanSpaces(std::string& text) {
 
 }  // namespace
 
-BpeTokenizer::BpeTokenizer(const GgufFile& gguf) : BpeTokenizer(gguf, ReadPreType(gguf)) {}
+// llama.cpp's defaults: BOS = EOS = 11 for gpt2, none for gemma4 (its GGUFs name them).
+BpeTokenizer::BpeTokenizer(const GgufFile& gguf, std::string_view model)
+    : BpeTokenizer(gguf, ReadPreType(gguf, model), model == kGemma4 ? -1 : 11) {}
 
-BpeTokenizer::BpeTokenizer(const GgufFile& gguf, const BpePreType& pre)
+BpeTokenizer::BpeTokenizer(const GgufFile& gguf, const BpePreType& pre, TokenId default_bos_eos)
     : pre_(pre.regexes, "tokenizer.ggml.pre") {
   ignore_merges_ = pre.ignore_merges;
   clean_spaces_ = pre.clean_spaces;
-  // llama.cpp's BPE defaults: BOS = EOS = 11, add_bos only for llama3-type
-  // pre-tokenizers, no space prefix (the key only affects detokenization here).
-  LoadVocab(gguf, 11, 11, pre.add_bos);
+  sentencepiece_text_ = pre.sentencepiece_text;
+  // add_bos by default only for llama3-type pre-tokenizers; no space prefix
+  // (the key only affects detokenization here).
+  LoadVocab(gguf, default_bos_eos, default_bos_eos, pre.add_bos);
+  if (pre.force_add_bos && !add_bos_) {
+    if (bos_ < 0) Fail("tokenizer.ggml.bos_token_id: missing, but this vocabulary always adds BOS");
+    add_bos_ = true;
+  }
   add_space_prefix_ = gguf.FindBool("tokenizer.ggml.add_space_prefix").value_or(false);
   LoadMerges(gguf);
+  for (int b = 0; b < 256; ++b) {
+    const auto byte = static_cast<uint8_t>(b);
+    byte_fallback_[b] = FindToken(sentencepiece_text_ ? ByteTokenText(byte)
+                                                      : std::string(1, static_cast<char>(byte)));
+  }
 }
 
 void BpeTokenizer::LoadMerges(const GgufFile& gguf) {
@@ -120,11 +136,15 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_specia
     }
     // llama.cpp's unicode_regex_split works on code points; invalid bytes
     // become U+FFFD there, and must be valid UTF-8 for PCRE2 here.
-    const std::string clean = utf8::Sanitize(fragment.text);
-    for (std::string_view piece : pre_.Split(clean)) {
-      word.clear();
-      AppendByteEncoded(word, piece);
-      EncodeWord(word, out);
+    std::string text = utf8::Sanitize(fragment.text);
+    if (sentencepiece_text_) text = EscapeSpaces(text);
+    for (std::string_view piece : pre_.Split(text)) {
+      if (!sentencepiece_text_) {
+        word.clear();
+        AppendByteEncoded(word, piece);
+        piece = word;
+      }
+      EncodeWord(piece, out);
     }
   }
   if (add_special && add_eos_) out.push_back(eos_);
@@ -132,7 +152,11 @@ std::vector<TokenId> BpeTokenizer::Encode(std::string_view text, bool add_specia
 }
 
 void BpeTokenizer::EncodeWord(std::string_view word, std::vector<TokenId>& out) const {
-  if (ignore_merges_) {
+  // llama.cpp takes a Gemma 4 newline run that is a token whole instead of
+  // merging it (its merge lookup refuses newlines; PR 21343). Gemma 4's own
+  // merges rebuild the same token, but a vocabulary without them would not.
+  const bool newline_run = sentencepiece_text_ && word.find_first_not_of('\n') == word.npos;
+  if (ignore_merges_ || newline_run) {
     if (const TokenId id = FindToken(word); id >= 0) {
       out.push_back(id);
       return;
@@ -152,10 +176,10 @@ void BpeTokenizer::EncodeWord(std::string_view word, std::vector<TokenId>& out) 
       out.push_back(id);
       continue;
     }
-    // Not in the vocabulary: llama.cpp emits the 1-byte tokens it finds for
+    // Not in the vocabulary: llama.cpp emits the fallback tokens it finds for
     // the symbol's bytes and silently drops the others.
     for (char c : symbol) {
-      if (const TokenId id = FindToken(std::string_view(&c, 1)); id >= 0) out.push_back(id);
+      if (const TokenId id = byte_fallback_[static_cast<uint8_t>(c)]; id >= 0) out.push_back(id);
     }
   }
 }
@@ -169,9 +193,13 @@ std::string BpeTokenizer::TokenToPiece(TokenId id, bool render_special) const {
     case kTokenUserDefined:
       return texts_[id];
     case kTokenNormal:
-      return DecodeByteLevel(texts_[id]);
+      return sentencepiece_text_ ? UnescapeSpaces(texts_[id]) : DecodeByteLevel(texts_[id]);
+    case kTokenByte: {
+      const int byte = ParseByteToken(texts_[id]);
+      return byte < 0 ? "" : std::string(1, static_cast<char>(byte));
+    }
     default:
-      return "";  // BYTE, UNUSED and UNDEFINED are suppressed like llama.cpp does
+      return "";  // UNUSED and UNDEFINED are suppressed like llama.cpp does
   }
 }
 

@@ -1,9 +1,13 @@
-// Byte-level BPE tokenizer (`tokenizer.ggml.model = "gpt2"`), FORMATS.md 4.4:
-// llama.cpp's llm_tokenizer_bpe. Text is split by the regexes of
-// `tokenizer.ggml.pre`, each piece's bytes are mapped to GPT-2's printable
-// code points, and adjacent symbols are merged lowest merge rank first.
+// BPE tokenizers (FORMATS.md 4.4): llama.cpp's llm_tokenizer_bpe, used for
+// `tokenizer.ggml.model = "gpt2"` and `"gemma4"`. Text is split by the regexes
+// of the pre-tokenizer and adjacent symbols are merged lowest merge rank
+// first. gpt2 vocabularies merge GPT-2's printable code points for the bytes;
+// Gemma 4 merges raw UTF-8 with spaces escaped to "▁" (its BpePreType flag).
+// Gemma 4 is a flag here rather than its own class because llama.cpp runs
+// both through the same merge loop and differs only in those text conventions.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -18,7 +22,8 @@ namespace kakeya {
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  explicit BpeTokenizer(const GgufFile& gguf);
+  // `model` is tokenizer.ggml.model: "gpt2" or "gemma4".
+  BpeTokenizer(const GgufFile& gguf, std::string_view model);
 
   std::vector<TokenId> Encode(std::string_view text, bool add_special,
                               bool parse_special) const override;
@@ -34,16 +39,20 @@ class BpeTokenizer final : public Tokenizer {
     }
   };
 
-  BpeTokenizer(const GgufFile& gguf, const BpePreType& pre);
+  BpeTokenizer(const GgufFile& gguf, const BpePreType& pre, TokenId default_bos_eos);
   void LoadMerges(const GgufFile& gguf);
-  // Appends the tokens of one byte-mapped pre-token.
+  // Appends the tokens of one pre-token, already in the vocabulary's text form.
   void EncodeWord(std::string_view word, std::vector<TokenId>& out) const;
 
   PreTokenizer pre_;
   bool ignore_merges_ = false;
   bool clean_spaces_ = true;
+  bool sentencepiece_text_ = false;
   std::vector<std::string> merges_;                // tokenizer.ggml.merges
   std::unordered_map<Pair, int, PairHash> ranks_;  // views into merges_ -> index
+  // The token a byte falls back to when a merged symbol is not in the
+  // vocabulary ("<0xXX>" or the 1-byte token), -1 if none.
+  std::array<TokenId, 256> byte_fallback_{};
 };
 
 }  // namespace kakeya

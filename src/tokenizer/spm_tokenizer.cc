@@ -1,16 +1,12 @@
 #include "tokenizer/spm_tokenizer.h"
 
-#include <cctype>
-#include <cstdio>
-
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "tokenizer/sentencepiece_text.h"
 #include "tokenizer/symbol_merge.h"
 
 namespace kakeya {
 namespace {
-
-constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581 "▁"
 
 std::vector<float> ReadScores(const GgufFile& gguf, size_t n_tokens) {
   constexpr std::string_view kKey = "tokenizer.ggml.scores";
@@ -29,48 +25,6 @@ std::vector<float> ReadScores(const GgufFile& gguf, size_t n_tokens) {
   return scores;
 }
 
-std::string EscapeSpaces(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + text.size() / 4);
-  for (char c : text) {
-    if (c == ' ') {
-      out += kEscapedSpace;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string UnescapeSpaces(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    if (text.substr(pos, kEscapedSpace.size()) == kEscapedSpace) {
-      out += ' ';
-      pos += kEscapedSpace.size();
-    } else {
-      out += text[pos++];
-    }
-  }
-  return out;
-}
-
-// The byte of a "<0xXX>" token, or -1 if the text has another form.
-int ParseByteToken(std::string_view text) {
-  if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
-  int value = 0;
-  for (char c : text.substr(3, 2)) {
-    const int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                      : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
-                      : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
-                                                                  : -1;
-    if (digit < 0) return -1;
-    value = value * 16 + digit;
-  }
-  return value;
-}
-
 }  // namespace
 
 SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
@@ -86,9 +40,7 @@ SpmTokenizer::SpmTokenizer(const GgufFile& gguf) {
     }
   }
   for (int b = 0; b < 256; ++b) {
-    char hex[8];
-    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
-    const TokenId id = FindToken(hex);
+    const TokenId id = FindToken(ByteTokenText(static_cast<uint8_t>(b)));
     byte_tokens_[b] = id >= 0 ? id : FindToken(std::string(1, static_cast<char>(b)));
   }
 }
@@ -143,9 +95,7 @@ void SpmTokenizer::AppendBytes(std::string_view symbol, std::vector<TokenId>& ou
   for (char c : symbol) {
     const uint8_t byte = static_cast<uint8_t>(c);
     if (byte_tokens_[byte] < 0) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "<0x%02X>", byte);
-      Fail("tokenizer.ggml.tokens: byte fallback needs token ", hex,
+      Fail("tokenizer.ggml.tokens: byte fallback needs token ", ByteTokenText(byte),
            " (or the 1-byte token), which the vocabulary lacks");
     }
     out.push_back(byte_tokens_[byte]);

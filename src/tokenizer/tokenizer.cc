@@ -20,9 +20,12 @@ constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
 
 // Texts that llama.cpp treats as end of generation whatever the metadata says
 // (and forces to CONTROL, so they are not rendered as text by default).
+// The last three are Gemma 4's: end of sequence, end of turn, and a tool call
+// that waits for its response.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<end_of_utterance>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>",          "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",           "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>",      "<turn|>",    "<|tool_response>",
 };
 
 // Special ids llama.cpp finds by text when their key is missing; found tokens
@@ -99,9 +102,9 @@ std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
   const std::optional<std::string_view> model = gguf.FindString(kModelKey);
   if (!model) Fail(kModelKey, ": missing (the GGUF has no tokenizer)");
   if (*model == "llama") return std::make_unique<SpmTokenizer>(gguf);
-  if (*model == "gpt2") return std::make_unique<BpeTokenizer>(gguf);
+  if (*model == "gpt2" || *model == "gemma4") return std::make_unique<BpeTokenizer>(gguf, *model);
   Fail(kModelKey, ": unsupported tokenizer model '", *model,
-       "'; supported: llama (SentencePiece), gpt2 (byte-level BPE)");
+       "'; supported: llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE on UTF-8)");
 }
 
 bool Tokenizer::IsEndOfGeneration(TokenId id) const {

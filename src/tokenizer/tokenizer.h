@@ -1,6 +1,7 @@
 // Tokenizers read from GGUF metadata (FORMATS.md section 4): SentencePiece
-// (`tokenizer.ggml.model = llama`) and byte-level BPE (`gpt2`) with the
-// pre-tokenizer named by `tokenizer.ggml.pre`.
+// (`tokenizer.ggml.model = llama`), byte-level BPE (`gpt2`) with the
+// pre-tokenizer named by `tokenizer.ggml.pre`, and Gemma 4's BPE on UTF-8
+// with spaces escaped to "▁" (`gemma4`).
 #pragma once
 
 #include <cstdint>
