@@ -74,6 +74,7 @@ std::vector<int> RandomSizes(std::mt19937& rng, int total) {
   return ::testing::AssertionSuccess();
 }
 
+// A fixture model, "folder/name" under tests/fixtures (fixture_util.h).
 class BatchInvarianceTest : public ::testing::TestWithParam<const char*> {};
 
 // Checks every way of running one sequence against the single-batch,
@@ -119,7 +120,10 @@ void CheckInvariance(const Model& model, std::mt19937& rng) {
 }
 
 TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
-  const std::unique_ptr<Model> model = Model::Load(fixture::ModelPath(GetParam()));
+  const std::string param = GetParam();
+  const size_t slash = param.find('/');
+  const std::unique_ptr<Model> model =
+      Model::Load(fixture::ModelPath(param.substr(slash + 1), param.substr(0, slash)));
   const std::string initial_target = ActiveCpuTarget();
   std::mt19937 rng(37);
   for (const std::string& target : SupportedCpuTargets()) {
@@ -131,13 +135,19 @@ TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
-                         ::testing::Values("tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16",
-                                           "tiny-llama-q8_0", "tiny-llama-q4_k_m",
-                                           "tiny-llama-q4_0", "tiny-llama-q6_k", "tiny-qwen3-f32",
+                         ::testing::Values("models/tiny-llama-f32", "models/tiny-llama-f16",
+                                           "models/tiny-llama-bf16", "models/tiny-llama-q8_0",
+                                           "models/tiny-llama-q4_k_m", "models/tiny-llama-q4_0",
+                                           "models/tiny-llama-q6_k", "models/tiny-qwen3-f32",
                                            // 37 tokens cross the 32-token sliding window.
-                                           "tiny-gemma2-f32", "tiny-gemma3-f32"),
+                                           "models/tiny-gemma2-f32", "models/tiny-gemma3-f32",
+                                           // Mixtures: a row's experts and their sums must not
+                                           // depend on which other rows share them.
+                                           "models2/g4moe-f32", "models2/g4moe-q8_0", "models2/g4dense-f32",
+                                           "models2/q3moe-f16", "models2/q3moe-q8_0",
+                                           "models2/glm4moe-mtp-f32"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = info.param;
+                           std::string name = std::string(info.param).substr(std::string(info.param).find('/') + 1);
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "gguf_copy.h"
 #include "kernels/cpu/dequant.h"
 #include "model/model.h"
 
@@ -197,6 +198,14 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
   WriteTinyModel({.skip_tensor = "output_norm.weight"}, missing);
   const std::string small_vocab = dir.File("small_vocab.gguf");  // a valid model with 300 tokens
   WriteTinyModel({}, small_vocab);
+  const std::string no_experts_used = dir.File("no_experts_used.gguf");  // a mixture that routes to none
+  WriteEditedCopy(std::string(KAKEYA_FIXTURES) + "/models2/q3moe-q8_0.gguf", no_experts_used,
+                  [](GgufWriter& w, const GgufKv& kv) {
+                    if (kv.key != "qwen3moe.expert_used_count") return false;
+                    w.SetU32(kv.key, 0);
+                    return true;
+                  },
+                  nullptr);
 
   struct Case {
     std::string args;
@@ -206,6 +215,7 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
       {"run -m " + truncated + " -p hi", "truncated.gguf"},
       {"run -m " + garbage + " -p hi", "magic"},
       {"run -m " + missing + " -p hi", "missing tensor 'output_norm.weight'"},
+      {"run -m " + no_experts_used + " -p hi", "qwen3moe.expert_used_count = 0"},
       {"run -m " + kTinyLlama + " -p hi --temp -1", "--temp"},
       {"run -m " + kTinyLlama + " -p hi --top-p 2", "--top-p"},
       {"run -m " + kTinyLlama + " -p hi -c 2", "context"},

@@ -16,8 +16,8 @@
 #include "model/context.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
-#include "spec/draft_model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/draft_model_drafter.h"
+#include "speculative/ngram_drafter.h"
 
 namespace kakeya {
 namespace {

@@ -19,8 +19,10 @@
 
 namespace kakeya::fixture {
 
-inline std::string ModelPath(const std::string& model) {
-  return std::string(KAKEYA_FIXTURES) + "/models/" + model + ".gguf";
+// Fixture models live in tests/fixtures/models (llama, qwen3, gemma 2/3) and
+// tests/fixtures/models2 (gemma4, qwen3moe, glm4moe and their drafters).
+inline std::string ModelPath(const std::string& model, const std::string& folder = "models") {
+  return std::string(KAKEYA_FIXTURES) + "/" + folder + "/" + model + ".gguf";
 }
 
 // One prediction of the reference: the highest raw logits (ids in decreasing
@@ -42,13 +44,12 @@ struct RefLogits {
   std::vector<RefStep> steps;
 };
 
-// Reads models/<model>/<prompt><suffix>; suffix ".logits.json" is the
+// Reads <folder>/<model>/<prompt><suffix>; suffix ".logits.json" is the
 // "exact" llama.cpp reference. Throws if the file cannot be read or parsed
 // (gtest reports the exception as a failure of the running test).
 inline RefLogits LoadRefLogits(const std::string& model, const std::string& prompt,
-                               const std::string& suffix = ".logits.json") {
-  const std::string path =
-      std::string(KAKEYA_FIXTURES) + "/models/" + model + "/" + prompt + suffix;
+                               const std::string& suffix = ".logits.json", const std::string& folder = "models") {
+  const std::string path = std::string(KAKEYA_FIXTURES) + "/" + folder + "/" + model + "/" + prompt + suffix;
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
   const nlohmann::json j = nlohmann::json::parse(in);
@@ -113,6 +114,7 @@ struct ErrorSeries {
   int worst_pos = -1;  // position and token id of max_logit
   TokenId worst_id = -1;
   double max_logsumexp = 0;
+  int misses = 0;  // positions over their tolerance (for the caller's bookkeeping)
 
   void Add(const StepError& e) {
     if (e.logit > max_logit || worst_pos < 0) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,26 @@ inline void CopyMetadata(const GgufFile& src, GgufWriter& w, const MetadataEdit&
         break;
     }
   }
+}
+
+// Called for every tensor first; returns true when it wrote (or dropped) the tensor itself.
+using TensorEdit = std::function<bool(GgufWriter&, const GgufTensor&)>;
+
+inline void CopyTensors(const GgufFile& src, GgufWriter& w, const TensorEdit& edit) {
+  for (const GgufTensor& t : src.tensors()) {
+    if (edit && edit(w, t)) continue;
+    w.AddTensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
+  }
+}
+
+// `src` with its metadata and tensors edited, written to `path`.
+inline void WriteEditedCopy(const std::string& src, const std::string& path, const MetadataEdit& edit_metadata,
+                            const TensorEdit& edit_tensors) {
+  const std::unique_ptr<GgufFile> in = GgufFile::Open(src);
+  GgufWriter w;
+  CopyMetadata(*in, w, edit_metadata);
+  CopyTensors(*in, w, edit_tensors);
+  w.Write(path);
 }
 
 }  // namespace kakeya

@@ -127,7 +127,7 @@ TEST(KvCacheModel, RandomBlocksTrimsAndCommitsMatchThePlainPathBitForBit) {
     const std::string path = GemmaWithWindow(window);
     const std::unique_ptr<Model> model = Model::Load(path);
     std::filesystem::remove(path);
-    ASSERT_EQ(model->hparams().n_swa, window);
+    ASSERT_EQ(model->layers[0].attn.window, window);  // gemma3: layer 0 slides
     const int n_vocab = model->hparams().n_vocab;
     constexpr int kLen = 240;
     constexpr int kBlock = 16;

@@ -282,6 +282,66 @@ TEST_F(MatMulTest, SharedInputEqualsSeparateMatMuls) {
   ForceCpuTarget(SupportedCpuTargets().front());
 }
 
+// A mixture's experts run as one MatMulGroups: each matrix on its own range
+// of the rows (some ranges empty, some overlapping, as gate and up of one
+// expert share theirs); each output must be the bits MatMul gives that
+// matrix on those rows alone, on every target and thread count.
+TEST_F(MatMulTest, GroupsEqualSeparateMatMulsOnTheirRows) {
+  const int64_t n_in = 512;
+  const std::vector<std::pair<DType, bool>> types = {
+      {DType::kQ8_0, true}, {DType::kQ4_0, true}, {DType::kQ4_K, true}, {DType::kQ6_K, true},
+      {DType::kQ5_K, false}, {DType::kF32, false}, {DType::kF16, false}};
+  // (first row, rows) of each group within the kMaxRows rows of x.
+  const std::vector<std::pair<int, int>> ranges = {{0, 3}, {0, 3}, {3, 0}, {3, 1}, {4, kMaxRows - 4}, {2, 5}};
+  for (const std::string& target : SupportedCpuTargets()) {
+    ForceCpuTarget(target);
+    for (const auto& [type, pack] : types) {
+      std::vector<Problem> problems;
+      for (size_t g = 0; g < ranges.size(); ++g) {
+        problems.push_back(MakeProblem(type, n_in, 16 + 7 * static_cast<int64_t>(g), 300 + static_cast<uint32_t>(g)));
+        if (pack && CanPack(problems.back().matrix())) problems.back().Pack();
+      }
+      const std::vector<float> x = problems[0].x;
+      for (Problem& p : problems) p.x = x;
+      const size_t scratch_bytes = MatMulScratchBytes(type, n_in, kMaxRows);
+      auto* scratch = static_cast<uint8_t*>(std::aligned_alloc(64, (scratch_bytes + 64) / 64 * 64));
+      for (const auto& pool : pools_) {
+        std::vector<WeightMatrix> ws;
+        std::vector<std::vector<float>> ys;
+        for (size_t g = 0; g < ranges.size(); ++g) {
+          ws.push_back(problems[g].matrix());
+          ys.emplace_back(static_cast<size_t>(std::max(1, ranges[g].second) * problems[g].n_out), NAN);
+        }
+        std::vector<MatMulGroup> groups;
+        for (size_t g = 0; g < ranges.size(); ++g) {
+          groups.push_back({&ws[g], ranges[g].first, ranges[g].second, ys[g].data()});
+        }
+        MatMulGroups(groups, x.data(), kMaxRows, scratch, *pool);
+        for (size_t g = 0; g < ranges.size(); ++g) {
+          if (ranges[g].second == 0) {
+            EXPECT_TRUE(std::isnan(ys[g][0])) << "an empty group wrote its output";
+            continue;
+          }
+          const std::vector<float> alone = RunMatMul(problems[g], ranges[g].first, ranges[g].second, *pool);
+          ASSERT_EQ(0, std::memcmp(ys[g].data(), alone.data(), alone.size() * sizeof(float)))
+              << target << " " << NameOf(type) << (pack ? " packed" : "") << " group " << g << " threads "
+              << pool->size();
+        }
+      }
+      std::free(scratch);
+    }
+  }
+  ForceCpuTarget(SupportedCpuTargets().front());
+}
+
+TEST_F(MatMulTest, GroupsRejectRowsOutsideTheInput) {
+  Problem a = MakeProblem(DType::kF32, 64, 4, 1);
+  const WeightMatrix w = a.matrix();
+  std::vector<float> y(4 * 4);
+  const MatMulGroup group{&w, 2, 3, y.data()};
+  EXPECT_THROW(MatMulGroups({&group, 1}, a.x.data(), 4, nullptr, *pools_[0]), std::exception);
+}
+
 TEST_F(MatMulTest, SharedInputRejectsDifferentInputWidths) {
   Problem a = MakeProblem(DType::kF32, 64, 4, 1), b = MakeProblem(DType::kF32, 96, 4, 2);
   const WeightMatrix wa = a.matrix(), wb = b.matrix();

@@ -3,7 +3,7 @@
 // decoding, whatever the drafter proposes, the block size, the thread count,
 // and however often sliding-window rings wrap; with temperature > 0 its tokens
 // must follow the target's distribution (verifier_test.cc checks that part).
-#include "spec/speculative.h"
+#include "speculative/speculative.h"
 
 #include <algorithm>
 #include <functional>
@@ -17,14 +17,18 @@
 
 #include "base/error.h"
 #include "model/context.h"
-#include "spec/draft_model_drafter.h"
-#include "spec/ngram_drafter.h"
+#include "speculative/draft_model_drafter.h"
+#include "speculative/ngram_drafter.h"
 #include "stats_util.h"
 
 namespace kakeya {
 namespace {
 
-std::string ModelPath(const std::string& name) { return std::string(KAKEYA_FIXTURES) + "/models/" + name + ".gguf"; }
+// A fixture model: "name" in tests/fixtures/models, or "folder/name".
+std::string ModelPath(const std::string& name) {
+  const std::string relative = name.find('/') == std::string::npos ? "models/" + name : name;
+  return std::string(KAKEYA_FIXTURES) + "/" + relative + ".gguf";
+}
 
 // Proposes random tokens: almost every draft is rejected.
 class RandomDrafter : public Drafter {
@@ -147,9 +151,13 @@ TEST_P(SpeculativeLossless, GreedyTokensEqualPlainDecoding) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeLossless,
                          ::testing::Values("tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
                                            "tiny-llama-q6_k", "tiny-llama-q4_k_m", "tiny-llama-q4_0", "tiny-qwen3-f32",
-                                           "tiny-draft-f32", "tiny-gemma2-f32", "tiny-gemma3-f32"),
+                                           "tiny-draft-f32", "tiny-gemma2-f32", "tiny-gemma3-f32",
+                                           // Gemma 4 (sliding window 32, ring of 32 + 16 rows), and
+                                           // mixtures: a verify batch shares experts between rows.
+                                           "models2/g4moe-f32", "models2/g4moe-q8_0", "models2/g4dense-f32",
+                                           "models2/q3moe-f16", "models2/q3moe-q8_0", "models2/glm4moe-mtp-f32"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string n = info.param;
+                           std::string n = info.param.substr(info.param.find('/') + 1);
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return n;
                          });

@@ -3,7 +3,7 @@
 // drafts drawn from a draft distribution q must emit tokens distributed as the
 // target's p, by a chi-square test at significance 0.001; a deliberately
 // biased verifier must fail the same test, so the test can fail.
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 #include <random>
 #include <vector>

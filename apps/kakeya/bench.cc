@@ -93,6 +93,10 @@ int BenchVerify(const BenchFlags& f) {
   // Alternate the row counts within each repetition so that machine noise
   // spreads evenly over them; the first repetition is a warm-up.
   std::vector<std::vector<double>> ms(f.rows.size());
+  // Per row count, what one forward read: the dense weights and, of a
+  // mixture, the union of the experts its rows chose (the same rows each rep).
+  std::vector<size_t> bytes_read(f.rows.size());
+  std::vector<int> experts_touched(f.rows.size());
   for (int rep = 0; rep <= f.reps; ++rep) {
     for (size_t k = 0; k < f.rows.size(); ++k) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -100,6 +104,8 @@ int BenchVerify(const BenchFlags& f) {
       const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       ctx.Trim(f.rows[k]);
       if (rep > 0) ms[k].push_back(t);
+      bytes_read[k] = ctx.weight_bytes_read();
+      experts_touched[k] = ctx.experts_touched();
     }
   }
   if (!f.json) std::fprintf(stderr, "measuring memory read bandwidth again...\n");
@@ -123,13 +129,25 @@ int BenchVerify(const BenchFlags& f) {
   for (size_t k = 0; k < f.rows.size(); ++k) {
     if (f.rows[k] == 1) ms_one = Median(ms[k]);
   }
+  const bool experts = model->has_experts();
   for (size_t k = 0; k < f.rows.size(); ++k) {
     const double m = Median(ms[k]);
-    out["rows"].push_back({{"n", f.rows[k]},
-                           {"ms", m},
-                           {"ratio", ms_one > 0 ? m / ms_one : 0.0},
-                           {"gbps", weight_gb / (m / 1000.0)},
-                           {"tok_s", f.rows[k] * 1000.0 / m}});
+    const double gb = bytes_read[k] / 1e9;
+    nlohmann::json row = {{"n", f.rows[k]},
+                          {"ms", m},
+                          {"ratio", ms_one > 0 ? m / ms_one : 0.0},
+                          {"gbps", gb / (m / 1000.0)},
+                          {"tok_s", f.rows[k] * 1000.0 / m}};
+    if (experts) {
+      // The expert-union bound (DESIGN.md "Performance model"): no kernel can
+      // read the dense weights and the touched experts faster than the roofline.
+      const double bound_ms = gb / roofline_gbps * 1000.0;
+      row["experts_touched"] = experts_touched[k];
+      row["weight_gb_read"] = gb;
+      row["union_bound_ms"] = bound_ms;
+      row["ratio_to_bound"] = m / bound_ms;
+    }
+    out["rows"].push_back(row);
   }
 
   if (f.json) {
@@ -146,11 +164,25 @@ int BenchVerify(const BenchFlags& f) {
     std::printf("note: memory bandwidth changed during the run (%.1f GB/s before, %.1f after); "
                 "compare only runs taken side by side\n", roofline_before, roofline_after);
   }
-  std::printf("%6s %10s %8s %10s %9s %10s\n", "rows", "ms", "ratio", "tok/s", "GB/s", "roofline");
+  if (experts) {
+    std::printf("mixture of experts: %.2f GB of dense weights read by every step, %d experts per row; "
+                "\"experts\" is the distinct (layer, expert) pairs a step's rows chose, \"bound\" the time to "
+                "read the dense weights and those experts at the roofline\n",
+                model->dense_weight_bytes() / 1e9, model->layers.back().moe.n_used);
+    std::printf("%6s %10s %8s %10s %9s %10s %8s %10s %8s\n", "rows", "ms", "ratio", "tok/s", "GB/s", "roofline",
+                "experts", "bound ms", "x bound");
+  } else {
+    std::printf("%6s %10s %8s %10s %9s %10s\n", "rows", "ms", "ratio", "tok/s", "GB/s", "roofline");
+  }
   for (const auto& r : out["rows"]) {
     const double gbps = r["gbps"].get<double>();
-    std::printf("%6d %10.2f %8.2f %10.1f %9.1f %9.0f%%\n", r["n"].get<int>(), r["ms"].get<double>(),
+    std::printf("%6d %10.2f %8.2f %10.1f %9.1f %9.0f%%", r["n"].get<int>(), r["ms"].get<double>(),
                 r["ratio"].get<double>(), r["tok_s"].get<double>(), gbps, 100.0 * gbps / roofline_gbps);
+    if (experts) {
+      std::printf(" %8d %10.2f %8.2f", r["experts_touched"].get<int>(), r["union_bound_ms"].get<double>(),
+                  r["ratio_to_bound"].get<double>());
+    }
+    std::printf("\n");
   }
   if (ms_one == 0) std::printf("(ratios need rows=1 in --rows)\n");
   return 0;

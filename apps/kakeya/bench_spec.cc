@@ -15,8 +15,8 @@
 #include "base/error.h"
 #include "commands.h"
 #include "kernels/cpu/matmul.h"
-#include "spec/ngram_drafter.h"
-#include "spec/speculative.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/speculative.h"
 
 namespace kakeya::cli {
 namespace {

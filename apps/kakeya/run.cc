@@ -13,9 +13,9 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
-#include "spec/draft_model_drafter.h"
-#include "spec/ngram_drafter.h"
-#include "spec/speculative.h"
+#include "speculative/draft_model_drafter.h"
+#include "speculative/ngram_drafter.h"
+#include "speculative/speculative.h"
 
 namespace kakeya::cli {
 namespace {

@@ -10,6 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "cache/kv_cache.h"
+#include "model/forward_pass.h"
 #include "model/model.h"
 
 namespace kakeya {
@@ -60,21 +61,35 @@ class Context {
   void Clear() { cache_->Clear(); }
   const KvCache& cache() const { return *cache_; }
 
+  // Distinct (layer, expert) pairs the last Forward() ran: each touched
+  // expert of each mixture is read once per forward, for all of its rows.
+  int experts_touched() const { return s_->experts_touched; }
+  // The bytes a forward read from weights: every dense matrix, plus the
+  // touched experts' (Model::dense_weight_bytes, expert_bytes).
+  size_t weight_bytes_read() const { return model_.dense_weight_bytes() + s_->expert_bytes_read; }
+
+  // Router near-ties, for tests against another engine: the margin by which
+  // row i's last chosen expert beat the best unchosen one in layer il's
+  // router during the last Forward() (+inf for layers without experts), and,
+  // for the next Forward() only, (layer, row) pairs that take that runner-up
+  // instead. Where two experts score within rounding noise, either engine's
+  // choice is right; a test replays the other engine's.
+  float routing_margin(int il, int i) const;
+  void TakeRunnerUpExpert(int il, int i);
+
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
   ThreadPool& pool() { return pool_; }
 
  private:
-  struct Scratch;
-  void RunLayer(int il, int n, int first_pos);
   const Model& model_;
   ContextOptions options_;
   std::unique_ptr<ThreadPool> own_pool_;  // unless options.shared_pool
   ThreadPool& pool_;
   std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<Scratch> s_;
+  std::unique_ptr<ForwardBuffers> s_;
   std::vector<int> taps_;
-  size_t attention_floats_ = 0;  // AttendKvHead scratch per thread
+  Buffer<float> tap_rows_;  // F32 [n_taps, max_logit_rows, n_embd]
   int n_logit_rows_ = 0;
 };
 

@@ -1,6 +1,8 @@
 // A loaded model: hyper-parameters, tokenizer and weights bound in place from
-// the memory-mapped GGUF. Immutable after Load(); per-sequence state (KV cache,
-// scratch) lives in a Context (model/context.h).
+// the memory-mapped GGUF, one Layer description per decoder layer
+// (model/layer.h). Immutable after Load(); per-sequence state (KV cache,
+// scratch) lives in a Context (model/context.h). What differs between
+// architectures lives in one file per family (model/arch/).
 #pragma once
 
 #include <memory>
@@ -10,67 +12,38 @@
 #include "base/huge_pages.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
+#include "model/layer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
 
-enum class RopeStyle {
-  kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
-  kNeox,    // rotate halves (x[i], x[i + d/2]): qwen2/3, gemma
-};
+struct Architecture;
 
-enum class FfnActivation {
-  kSilu,  // SwiGLU: llama, qwen
-  kGelu,  // GeGLU with ggml's F16 tanh GELU: gemma
-};
-
+// What the whole model shares; everything per layer is in Layer.
 struct HParams {
   std::string arch;  // general.architecture
   int n_vocab = 0;
   int n_embd = 0;
-  int n_layer = 0;
-  int n_head = 0;
-  int n_head_kv = 0;
-  int head_dim = 0;    // key_length (defaults to n_embd / n_head)
-  int value_dim = 0;   // value_length (defaults to head_dim)
-  int n_ff = 0;
+  int n_layer = 0;  // decoder layers the forward runs (NextN blocks not included)
   int n_ctx_train = 0;
   float norm_eps = 1e-5f;
-  float rope_base = 10000.0f;
-  int rope_dims = 0;  // rotated dimensions per head (rope.dimension_count, else head_dim)
-  RopeStyle rope_style = RopeStyle::kNormal;
-  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE (qwen3, gemma3)
-  FfnActivation ffn_act = FfnActivation::kSilu;
   float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
-  float attn_scale = 0.0f;     // multiplies q.k (1/sqrt(head_dim) unless the model says otherwise)
-  float attn_softcap = 0.0f;   // > 0: attention scores soft-capped (gemma2)
-  float final_softcap = 0.0f;  // > 0: logits soft-capped (gemma2, some gemma3)
-  bool post_norms = false;     // RMSNorm of the attention and FFN outputs (gemma)
-  // Sliding-window attention: layer il is local iff swa_layers[il]; a query at
-  // i then sees keys j with i - n_swa < j <= i, and RoPE uses rope_base_swa.
-  int n_swa = 0;
-  std::vector<uint8_t> swa_layers;  // [n_layer]
-  float rope_base_swa = 10000.0f;
+  float final_softcap = 0.0f;  // > 0: logits soft-capped
+  int n_embd_per_layer = 0;    // > 0: Gemma 4 per-layer embeddings of this width
 };
 
-// One decoder layer's weights. Shapes in GGUF order [ne0 = n_in, ne1 = n_out].
-struct LayerWeights {
-  const float* attn_norm = nullptr;  // F32 [n_embd]
-  WeightMatrix wq;                   // [n_embd, n_head * head_dim]
-  WeightMatrix wk;                   // [n_embd, n_head_kv * head_dim]
-  WeightMatrix wv;                   // [n_embd, n_head_kv * value_dim]
-  WeightMatrix wo;                   // [n_head * value_dim, n_embd]
-  const float* bq = nullptr;         // F32 [n_head * head_dim] (qwen2 only)
-  const float* bk = nullptr;         // F32 [n_head_kv * head_dim]
-  const float* bv = nullptr;         // F32 [n_head_kv * value_dim]
-  const float* q_norm = nullptr;     // F32 [head_dim] (qk_norm)
-  const float* k_norm = nullptr;     // F32 [head_dim]
-  const float* post_attn_norm = nullptr;  // F32 [n_embd] (post_norms)
-  const float* ffn_norm = nullptr;   // F32 [n_embd]
-  const float* post_ffn_norm = nullptr;   // F32 [n_embd] (post_norms)
-  WeightMatrix w_gate;               // [n_embd, n_ff]
-  WeightMatrix w_up;                 // [n_embd, n_ff]
-  WeightMatrix w_down;               // [n_ff, n_embd]
+// A multi-token-prediction (NextN) block stored after the trunk (glm4moe,
+// FORMATS.md 5.1): a decoder layer whose input joins the next token's
+// embedding with the trunk's hidden state. Loaded for the drafters; the
+// target's forward does not run it.
+struct NextnLayer {
+  Layer layer;
+  WeightMatrix eh_proj;                 // [2 * n_embd, n_embd]
+  const float* enorm = nullptr;         // F32 [n_embd], the embedding's norm
+  const float* hnorm = nullptr;         // F32 [n_embd], the hidden state's norm
+  const float* shared_head_norm = nullptr;  // F32 [n_embd], optional
+  WeightMatrix embed_tokens;            // optional: else the trunk's token_embd
+  WeightMatrix head;                    // optional: else the trunk's output
 };
 
 class Model {
@@ -81,6 +54,7 @@ class Model {
   static std::unique_ptr<Model> Load(const std::string& path);
 
   const HParams& hparams() const { return hp_; }
+  const Architecture& architecture() const { return *arch_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const GgufFile& gguf() const { return *gguf_; }
   const std::string& path() const { return path_; }
@@ -88,11 +62,25 @@ class Model {
   WeightMatrix token_embd;           // [n_embd, n_vocab]
   const float* output_norm = nullptr;  // F32 [n_embd]
   WeightMatrix output;               // [n_embd, n_vocab] (== token_embd when tied)
-  const float* rope_freqs = nullptr;  // F32 [rope_dims / 2] frequency divisors, optional
-  std::vector<LayerWeights> layers;
+  std::vector<Layer> layers;         // [n_layer]
+  // Gemma 4 per-layer embeddings (n_embd_per_layer = E > 0).
+  WeightMatrix per_layer_token_embd;  // [E * n_layer, n_vocab]
+  WeightMatrix per_layer_model_proj;  // [n_embd, E * n_layer]
+  const float* per_layer_proj_norm = nullptr;  // F32 [E]
+  std::vector<NextnLayer> nextn;
 
-  // Bytes of weights one forward step reads (for bandwidth figures).
+  // Bytes of weights one token's forward step reads: every dense matrix, the
+  // output head, one embedding row, and n_used experts per mixture (for
+  // bandwidth figures).
   size_t weight_bytes() const;
+  // Bytes of the matrices every row reads whatever its experts (all but the
+  // experts), and of one expert of layer il (0 for layers without experts).
+  size_t dense_weight_bytes() const;
+  size_t expert_bytes(int il) const;
+  bool has_experts() const;
+
+  // For the architecture files' loaders (model/arch/).
+  HParams& mutable_hparams() { return hp_; }
 
  private:
   Model() = default;
@@ -103,6 +91,7 @@ class Model {
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<Tokenizer> tokenizer_;
+  const Architecture* arch_ = nullptr;
   HParams hp_;
   HugePageBuffer weight_buffer_;  // MoveMatricesToWeightBuffer
 };

@@ -169,33 +169,35 @@ void ForEachRow(int64_t n_rows, int64_t n_in, ThreadPool& pool, Fn&& fn) {
 
 }  // namespace
 
-void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64_t n_rows, void* scratch,
-                       ThreadPool& pool) {
-  if (n_rows <= 0 || outs.empty()) return;
-  constexpr size_t kMaxOutputs = 4;
-  if (outs.size() > kMaxOutputs) Fail("MatMulSharedInput: at most ", kMaxOutputs, " matrices, got ", outs.size());
-  const WeightMatrix& w0 = *outs[0].w;
+void MatMulGroups(std::span<const MatMulGroup> groups, const float* x, int64_t n_rows, void* scratch,
+                  ThreadPool& pool) {
+  if (n_rows <= 0 || groups.empty()) return;
+  const WeightMatrix& w0 = *groups[0].w;
   const ActKind kind = ActKindOf(w0.type);
-  for (const MatMulOutput& o : outs) {
-    if (o.w->n_in != w0.n_in) Fail("MatMulSharedInput: matrices of ", w0.n_in, " and ", o.w->n_in, " inputs");
-    if (ActKindOf(o.w->type) != kind) {
+  for (const MatMulGroup& g : groups) {
+    if (g.w->n_in != w0.n_in) Fail("MatMulGroups: matrices of ", w0.n_in, " and ", g.w->n_in, " inputs");
+    if (g.first_row < 0 || g.n_rows < 0 || g.first_row + g.n_rows > n_rows) {
+      Fail("MatMulGroups: rows ", g.first_row, " + ", g.n_rows, " outside the ", n_rows, " given");
+    }
+  }
+  for (const MatMulGroup& g : groups) {
+    if (ActKindOf(g.w->type) != kind) {
       // Weight types that quantize activations differently (a mixed-type
-      // model): one MatMul each; the results are the same bits.
-      for (const MatMulOutput& each : outs) MatMul(*each.w, x, n_rows, each.y, scratch, pool);
+      // model): one group at a time; the results are the same bits.
+      for (const MatMulGroup& each : groups) {
+        const MatMulGroup alone{each.w, 0, each.n_rows, each.y};
+        MatMulGroups({&alone, 1}, x + each.first_row * w0.n_in, each.n_rows, scratch, pool);
+      }
       return;
     }
   }
 
-  // Every matrix reads the same activation rows, quantized once.
+  // Every row quantized once; each group's job reads its own range.
   const CpuTarget& target = kTargets[TargetIndex().load(std::memory_order_relaxed)];
-  MatMulJob jobs[kMaxOutputs];
-  MatMulKernel kernels[kMaxOutputs];
-  for (size_t m = 0; m < outs.size(); ++m) {
-    jobs[m] = MatMulJob{outs[m].w, n_rows, x, {}, {}, outs[m].y};
-    kernels[m] = KernelFor(target, *outs[m].w);
-  }
   auto* base = static_cast<uint8_t*>(scratch);
   const int64_t n_in = w0.n_in;
+  ActQ8 q8{};
+  ActQ8K q8k{};
   if (kind == ActKind::kQ8) {
     const int64_t nb = n_in / kQK;
     auto* qs = reinterpret_cast<int8_t*>(base);
@@ -205,7 +207,7 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
     ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
       target.quantize_q8(x + r * n_in, n_in, qs + r * n_in, d + r * nb, s + r * nb, sums + r * nb);
     });
-    for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8 = {qs, d, s, sums};
+    q8 = {qs, d, s, sums};
   } else if (kind == ActKind::kQ8K) {
     const int64_t nsb = n_in / kQKK;
     auto* qs = reinterpret_cast<int8_t*>(base);
@@ -215,31 +217,72 @@ void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64
     ForEachRow(n_rows, n_in, pool, [&](int64_t r) {
       target.quantize_q8k(x + r * n_in, n_in, qs + r * n_in, d + r * nsb, bsums + r * nsb * 16);
     });
-    for (size_t m = 0; m < outs.size(); ++m) jobs[m].q8k = {qs, d, bsums};
+    q8k = {qs, d, bsums};
   }
+  auto job_of = [&](const MatMulGroup& g) {
+    const int64_t r = g.first_row;
+    MatMulJob job{g.w, g.n_rows, x + r * n_in, {}, {}, g.y};
+    if (kind == ActKind::kQ8) {
+      const int64_t nb = n_in / kQK;
+      job.q8 = {q8.qs + r * n_in, q8.d + r * nb, q8.s + r * nb, q8.sums + r * nb};
+    } else if (kind == ActKind::kQ8K) {
+      const int64_t nsb = n_in / kQKK;
+      job.q8k = {q8k.qs + r * n_in, q8k.d + r * nsb, q8k.bsums + r * nsb * 16};
+    }
+    return job;
+  };
 
-  // Column chunks of a multiple of 4 (of a packed group), about 8 per thread
-  // and matrix for load balance, all matrices in one pool run. Chunking never
-  // changes how a column is computed.
-  int64_t chunk[kMaxOutputs], first_task[kMaxOutputs + 1] = {0};
-  for (size_t m = 0; m < outs.size(); ++m) {
-    const WeightMatrix& w = *outs[m].w;
-    const int64_t unit = w.layout != WeightLayout::kRows ? 16 : 4;
-    const int64_t per_task = (w.n_out + 8 * pool.size() - 1) / (8 * pool.size());
-    chunk[m] = std::max<int64_t>(unit, (per_task + unit - 1) / unit * unit);
-    first_task[m + 1] = first_task[m] + (w.n_out + chunk[m] - 1) / chunk[m];
+  // Column chunks of a multiple of 4 (of a packed group of 16), all in one
+  // pool run, for load balance about 8 per thread and matrix up to 4
+  // matrices (Q/K/V, gate/up) and 32 per thread in all beyond (a mixture's
+  // experts), each matrix's share by its columns. Chunking never changes how
+  // a column is computed.
+  int64_t total_columns = 0;
+  for (const MatMulGroup& g : groups) total_columns += g.n_rows > 0 ? g.w->n_out : 0;
+  const int64_t target_tasks = 8 * pool.size() * static_cast<int64_t>(std::min<size_t>(groups.size(), 4));
+  const int64_t columns_per_task = (total_columns + target_tasks - 1) / target_tasks;
+  auto chunk_of = [&](const MatMulGroup& g) {
+    const int64_t unit = g.w->layout != WeightLayout::kRows ? 16 : 4;
+    return std::max<int64_t>(unit, (columns_per_task + unit - 1) / unit * unit);
+  };
+  auto tasks_of = [&](const MatMulGroup& g) {
+    return g.n_rows > 0 ? (g.w->n_out + chunk_of(g) - 1) / chunk_of(g) : 0;
+  };
+  int64_t n_tasks = 0;
+  for (const MatMulGroup& g : groups) n_tasks += tasks_of(g);
+  if (groups.size() == 1) {
+    const MatMulJob job = job_of(groups[0]);
+    const MatMulKernel kernel = KernelFor(target, *groups[0].w);
+    const int64_t chunk = chunk_of(groups[0]);
+    pool.Run(n_tasks, [&](int64_t t, int) {
+      kernel(job, t * chunk, std::min(job.w->n_out, (t + 1) * chunk));
+    });
+    return;
   }
-  pool.Run(first_task[outs.size()], [&](int64_t t, int) {
-    size_t m = 0;
-    while (t >= first_task[m + 1]) ++m;
-    const int64_t c0 = (t - first_task[m]) * chunk[m];
-    kernels[m](jobs[m], c0, std::min(outs[m].w->n_out, c0 + chunk[m]));
+  pool.Run(n_tasks, [&](int64_t t, int) {
+    // The group of task t: a walk over a handful of groups (a mixture's
+    // touched experts at most), cheaper than a table the hot loop would
+    // have to keep without allocating.
+    size_t g = 0;
+    for (int64_t n; t >= (n = tasks_of(groups[g])); t -= n) ++g;
+    const MatMulJob job = job_of(groups[g]);
+    const int64_t chunk = chunk_of(groups[g]);
+    KernelFor(target, *groups[g].w)(job, t * chunk, std::min(job.w->n_out, (t + 1) * chunk));
   });
 }
 
+void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64_t n_rows, void* scratch,
+                       ThreadPool& pool) {
+  constexpr size_t kMaxOutputs = 4;
+  if (outs.size() > kMaxOutputs) Fail("MatMulSharedInput: at most ", kMaxOutputs, " matrices, got ", outs.size());
+  MatMulGroup groups[kMaxOutputs];
+  for (size_t m = 0; m < outs.size(); ++m) groups[m] = {outs[m].w, 0, n_rows, outs[m].y};
+  MatMulGroups({groups, outs.size()}, x, n_rows, scratch, pool);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, void* scratch, ThreadPool& pool) {
-  const MatMulOutput out{&w, y};
-  MatMulSharedInput({&out, 1}, x, n_rows, scratch, pool);
+  const MatMulGroup group{&w, 0, n_rows, y};
+  MatMulGroups({&group, 1}, x, n_rows, scratch, pool);
 }
 
 WeightLayout PackedLayoutOf(DType type) {

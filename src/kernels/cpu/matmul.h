@@ -86,14 +86,30 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
 // Several matrices applied to the same activation rows (Q/K/V, gate/up): the
 // rows are quantized once and all matrices' columns share one pool run, so a
 // layer waits at fewer barriers. Each y is bit-identical to MatMul's. The
-// matrices have the same n_in (at most 4); scratch as for MatMul, sized for
-// the largest of their types.
+// matrices have the same n_in; scratch as for MatMul, sized for the largest
+// of their types.
 struct MatMulOutput {
   const WeightMatrix* w;
   float* y;  // F32 [n_rows, w->n_out]
 };
 void MatMulSharedInput(std::span<const MatMulOutput> outs, const float* x, int64_t n_rows, void* scratch,
                        ThreadPool& pool);
+
+// Several matrices, each applied to its own range of the activation rows x
+// (F32 [n_rows, n_in]): a mixture's experts, each on the rows routed to it.
+// Each row is quantized once, and all matrices' columns share one pool run,
+// so every expert's weights are streamed once for all of its rows. Group g
+// writes y (F32 [g.n_rows, g.w->n_out]) bit-identical to MatMul(*g.w,
+// x + g.first_row * n_in, g.n_rows, ...). The matrices have the same n_in;
+// scratch: MatMulScratchBytes for the largest of their types and n_rows rows.
+struct MatMulGroup {
+  const WeightMatrix* w;
+  int64_t first_row;
+  int64_t n_rows;
+  float* y;
+};
+void MatMulGroups(std::span<const MatMulGroup> groups, const float* x, int64_t n_rows, void* scratch,
+                  ThreadPool& pool);
 
 // SIMD targets. MatMul runs on the best target this CPU supports, unless the
 // environment variable KAKEYA_CPU_TARGET (read once, at the first MatMul) or

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/generate.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace kakeya {
 

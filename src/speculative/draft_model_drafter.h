@@ -19,7 +19,7 @@
 #include "model/context.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace kakeya {
 

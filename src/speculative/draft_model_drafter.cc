@@ -1,4 +1,4 @@
-#include "spec/draft_model_drafter.h"
+#include "speculative/draft_model_drafter.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,11 +1,11 @@
-#include "spec/speculative.h"
+#include "speculative/speculative.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
 #include "base/error.h"
-#include "spec/verifier.h"
+#include "speculative/verifier.h"
 
 namespace kakeya {
 namespace {

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "spec/drafter.h"
+#include "speculative/drafter.h"
 
 namespace kakeya {
 

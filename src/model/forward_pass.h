@@ -1,0 +1,135 @@
+// The blocks a decoder layer is composed of (attention, dense FFN, mixture of
+// experts, norms, residual adds), over the rows of one Context::Forward call.
+// The architecture files (model/arch/) compose them in their own order.
+//
+// Every block works row by row, or splits output columns or (row, head)
+// pairs over threads, so a row's bits never depend on the batch it came in
+// or on the thread count (DESIGN.md invariant 1). No block allocates: every
+// buffer is sized once, for the largest layer, by ForwardBuffers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/huge_pages.h"
+#include "base/thread_pool.h"
+#include "cache/kv_cache.h"
+#include "model/layer.h"
+#include "model/model.h"
+
+namespace kakeya {
+
+// Layer `layer`, row `row` of the next forward takes its router's runner-up
+// for its last expert (Context::TakeRunnerUpExpert).
+struct RoutingOverride {
+  int layer;
+  int row;
+  bool operator==(const RoutingOverride&) const = default;
+};
+
+// 64-byte aligned, zero-initialised storage allocated once.
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  explicit Buffer(size_t n);
+  T* get() const { return data_.get(); }
+
+ private:
+  std::unique_ptr<T, FreeDeleter> data_;
+};
+
+// The scratch of one Context, sized at its construction for the largest layer
+// of the model and max_rows rows per forward (forward_pass.cc).
+struct ForwardBuffers {
+  ForwardBuffers(const Model& model, int max_rows, int max_logit_rows, int n_ctx, int n_threads);
+
+  int max_rows;
+  Buffer<float> x, xn, xn2, proj, proj2;  // F32 [max_rows, n_embd]: ForwardPass's row buffers
+  Buffer<float> q, k, v, attn;            // F32 [max_rows, widest layer's width]
+  Buffer<float> gate, up;                 // F32 [max_rows, widest dense FFN]
+  Buffer<float> logits;                   // F32 [max_logit_rows, n_vocab]
+  size_t attention_floats = 0;            // AttendKvHead scratch per thread
+  Buffer<float> scores;                   // F32 [n_threads, attention_floats]
+  Buffer<uint8_t> matmul;                 // MatMul scratch (activation rows quantized)
+  // RoPE: the distinct rotations of the model's layers, their angles per row.
+  std::vector<RopeSpec> ropes;
+  std::vector<int> rope_of_layer;  // index into ropes
+  int rope_floats = 0;             // per row and rotation: the widest rotation's dims
+  Buffer<float> rope;              // F32 [max_rows, ropes.size(), rope_floats]
+  // Mixtures of experts; a "pair" is one (row, chosen expert).
+  int max_pairs = 0;                  // max_rows * the most experts a row uses
+  Buffer<float> router_logits;        // F32 [max_rows, n_expert]
+  Buffer<int> chosen_expert;          // [max_pairs] row r's k-th expert at r * n_used + k
+  Buffer<float> chosen_weight;        // [max_pairs]
+  Buffer<int> pair_slot;              // [max_pairs] where (r, k)'s rows sit, grouped by expert
+  Buffer<int> expert_rows;            // [2 * (n_expert + 1)] each expert's first slot, next free slot
+  Buffer<float> expert_in;            // F32 [max_pairs, n_embd] input rows grouped by expert
+  Buffer<float> expert_gate, expert_up;  // F32 [max_pairs, expert n_ff]
+  Buffer<float> expert_out;           // F32 [max_pairs, n_embd]
+  std::vector<MatMulGroup> groups;    // [2 * n_expert], reserved
+  int experts_touched = 0;            // distinct (layer, expert) pairs the last forward ran
+  size_t expert_bytes_read = 0;       // and the bytes of their matrices
+  // Router near-ties (Context::routing_margin, TakeRunnerUpExpert).
+  Buffer<float> routing_margins;      // F32 [n_layer, max_rows]
+  std::vector<RoutingOverride> routing_overrides;
+  // Gemma 4 per-layer embeddings: each row's inputs of every layer.
+  Buffer<float> per_layer_inputs;     // F32 [max_rows, n_layer * n_embd_per_layer]
+  Buffer<float> per_layer_token;      // F32 [n_layer * n_embd_per_layer] one token's table row
+};
+
+class ForwardPass {
+ public:
+  // Rows of tokens at positions first_pos .. first_pos + n_rows - 1.
+  ForwardPass(const Model& model, ForwardBuffers& buffers, KvCache& cache, ThreadPool& pool, int n_rows,
+              int first_pos);
+
+  int n_rows() const { return n_rows_; }
+  const Model& model() const { return model_; }
+
+  // Row buffers, F32 [n_rows, n_embd] each: the residual stream, two normed
+  // inputs and two sub-layer outputs.
+  float* residual() const;
+  float* normed() const;
+  float* normed2() const;
+  float* branch() const;
+  float* branch2() const;
+
+  // Over n_rows rows of n_embd (out may alias in): RMSNorm with weight
+  // (null: none), x += y, x *= s, x *= w element-wise.
+  void RmsNorm(const float* in, const float* weight, float* out) const;
+  void Add(float* x, const float* y) const;
+  void Scale(float* x, float s) const;
+  void Multiply(float* x, const float* w) const;
+
+  // Self-attention of layer il on its normed input: projections, biases,
+  // q/k (and v) norms, RoPE, keys and values into the cache (unless the
+  // layer reads another layer's), attention, output projection.
+  void Attention(const Layer& layer, int il, const float* in, float* out);
+  // down(act(gate in) * up in).
+  void Ffn(const DenseFfn& ffn, FfnActivation act, const float* in, float* out);
+  // The mixture: route each row (router_in) to its experts, run every
+  // touched expert once on all of its rows (in), and sum each row's expert
+  // outputs with their weights.
+  void Experts(const MixtureOfExperts& moe, int il, FfnActivation act, const float* in, const float* router_in,
+               float* out);
+  // Gemma 4 per-layer embeddings: the residual += rms(proj(gelu(gate x) *
+  // this layer's input), post_norm). The inputs come from
+  // PreparePerLayerInputs.
+  void AddPerLayerInput(const Layer& layer, int il);
+
+  // Once per forward, before the layers (Context::Forward).
+  void Embed(const TokenId* tokens);
+  void PrepareRope();
+  void PreparePerLayerInputs(const TokenId* tokens);
+
+ private:
+  const Model& model_;
+  ForwardBuffers& b_;
+  KvCache& cache_;
+  ThreadPool& pool_;
+  int n_rows_;
+  int first_pos_;
+};
+
+}  // namespace kakeya

@@ -1,0 +1,133 @@
+// One decoder layer as the loader found it: what kind of attention and
+// feed-forward it has, with which shapes, and its weights bound in place.
+// Built once at load by the architecture's file (model/arch/), read by the
+// layer blocks (model/forward_pass.h); nothing here changes after Load.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+
+namespace kakeya {
+
+enum class RopeStyle : uint8_t {
+  kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
+  kNeox,    // rotate halves (x[i], x[i + n_rot/2]): qwen, gemma, glm
+};
+
+// Rotary embedding of one layer's queries and keys (FORMATS.md 3.3).
+struct RopeSpec {
+  float base = 10000.0f;
+  int dims = 0;  // rotated elements per head; the rest pass through
+  RopeStyle style = RopeStyle::kNormal;
+  const float* freq_factors = nullptr;  // F32 [dims / 2] divisors of each angle, optional
+
+  bool operator==(const RopeSpec&) const = default;
+};
+
+struct AttentionSpec {
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;   // of queries and keys
+  int value_dim = 0;  // of values
+  int window = 0;     // > 0: sliding; a query at p sees keys p - window < j <= p
+  float scale = 1.0f;    // multiplies q.k
+  float softcap = 0.0f;  // > 0: scores soft-capped (gemma2)
+  RopeSpec rope;
+  // Gemma 4: values are RMS-normed per head without weight, and layers
+  // without attn_v take their values from the key projection (before its norm).
+  bool norm_values = false;
+  bool values_from_keys = false;
+  // The layer whose keys and values this one attends to: its own index, or an
+  // earlier layer's (Gemma 4 shared-KV layers, which write no cache).
+  int kv_layer = 0;
+
+  int q_width() const { return n_head * head_dim; }
+  int k_width() const { return n_head_kv * head_dim; }
+  int v_width() const { return n_head_kv * value_dim; }
+  int out_width() const { return n_head * value_dim; }
+};
+
+enum class FfnActivation : uint8_t {
+  kSilu,  // SwiGLU: llama, qwen, glm
+  kGelu,  // GeGLU with ggml's F16 tanh GELU: gemma
+};
+
+// down(act(gate x) * up x).
+struct DenseFfn {
+  WeightMatrix gate;  // [n_embd, n_ff]
+  WeightMatrix up;    // [n_embd, n_ff]
+  WeightMatrix down;  // [n_ff, n_embd]
+  bool present() const { return down.data != nullptr; }
+  int n_ff() const { return static_cast<int>(down.n_in); }
+};
+
+enum class ExpertGating : uint8_t {
+  kSoftmax,  // qwen3moe, gemma4, mixtral
+  kSigmoid,  // glm4moe, deepseek v3
+};
+
+// A mixture of experts: a router picks n_used of the experts per row, each
+// is a DenseFfn of its own, and their outputs are summed with the router's
+// weights (FORMATS.md 3.5, 3.7).
+struct MixtureOfExperts {
+  int n_expert = 0;
+  int n_used = 0;
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool normalize_weights = true;  // the chosen weights renormalized to sum 1
+  float weight_scale = 1.0f;      // then multiplied by this
+  WeightMatrix router;                   // [n_embd, n_expert]
+  const float* selection_bias = nullptr;  // F32 [n_expert] added for the choice only (glm4moe)
+  const float* expert_scale = nullptr;    // F32 [n_expert] multiplies each expert's output (gemma4)
+  // Per expert, slices of the GGUF's 3-D tensors ([n_in, n_out, n_expert]);
+  // a fused gate_up tensor becomes a gate and an up slice of each expert.
+  std::vector<WeightMatrix> gate, up, down;
+
+  bool present() const { return n_expert > 0; }
+  int n_ff() const { return down.empty() ? 0 : static_cast<int>(down[0].n_in); }
+};
+
+// Gemma 4 E2B/E4B: a per-layer input added after the feed-forward.
+struct PerLayerInput {
+  WeightMatrix gate;  // [n_embd, n_embd_per_layer]
+  WeightMatrix proj;  // [n_embd_per_layer, n_embd]
+  const float* post_norm = nullptr;  // F32 [n_embd]
+  bool present() const { return gate.data != nullptr; }
+};
+
+// Norm weights are F32 [width]; a null pointer means the layer has no such norm.
+struct Layer {
+  AttentionSpec attn;
+  const float* attn_norm = nullptr;
+  WeightMatrix wq, wk, wv, wo;  // wk/wv absent on shared-KV layers, wv on K=V layers
+  const float* bq = nullptr;  // biases (qwen2, glm4moe)
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // per head, [head_dim]
+  const float* k_norm = nullptr;
+  const float* post_attn_norm = nullptr;
+
+  FfnActivation act = FfnActivation::kSilu;
+  const float* ffn_norm = nullptr;
+  DenseFfn ffn;  // the dense FFN (gemma4 MoE layers keep one beside the experts)
+  const float* post_ffn_norm = nullptr;
+  MixtureOfExperts moe;
+  DenseFfn shared_expert;  // glm4moe: always-on expert beside the routed ones
+  // gemma4 MoE layers: the dense branch's post-norm, the experts' pre- and
+  // post-norms and the router's input scale.
+  const float* post_ffn_norm_dense = nullptr;
+  const float* pre_ffn_norm_experts = nullptr;
+  const float* post_ffn_norm_experts = nullptr;
+  const float* router_input_scale = nullptr;  // F32 [n_embd]
+  PerLayerInput per_layer_input;
+  float output_scale = 1.0f;  // gemma4 layer_output_scale: multiplies the whole residual
+
+  // Every matrix of the layer, experts included: the one list that packing,
+  // byte counts and scratch sizes walk.
+  std::vector<WeightMatrix*> Matrices();
+  std::vector<const WeightMatrix*> Matrices() const;
+  bool writes_kv(int il) const { return attn.kv_layer == il; }
+};
+
+}  // namespace kakeya
