@@ -1,36 +1,53 @@
 #!/usr/bin/env bash
 # Speed of kakeya side by side with the reference engine, llama.cpp as the npm
 # package node-llama-cpp bundles it (a git bundle of its source), on the same
-# ~1.25B bench models (random weights, written by tools/make_bench_model.cc).
+# random-weight bench models (written by tools/make_bench_model.cc).
 #
-#   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"]
+#   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"] [--moe]
 #
-# --types takes any of f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32 (the types
-# tools/make_bench_model.cc writes); the default is the three that issue #8 is judged on.
+# --types takes any of
+#   f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32
+#       the ~1.25B dense llama of issue #8 in that type (bench-1b-TYPE.gguf);
+#   moe-TYPE (TYPE one of the above)
+#       the mixture-of-experts bench model of issue #20, qwen3moe: n_embd 1024, 12
+#       layers, 16/4 heads, vocab 32000, 64 experts top-8 of FFN 512 (1.31B weights,
+#       0.22B read per token; bench-moe-TYPE.gguf);
+#   g4moe-TYPE
+#       Gemma-4-26B-A4B's shape at 6 layers: n_embd 2816, dense MLP 2112 plus 128
+#       experts top-8 of FFN 704, vocab 262144, tied (5.64B weights, 1.36B read per
+#       token, 6 GB in Q8_0; bench-g4moe-TYPE.gguf).
+# The default is the three that issue #8 is judged on; --moe adds the three that
+# issue #20 is judged on, moe-q8_0 moe-q4_k_m g4moe-q8_0 (--types "" --moe: only those).
 #
 # Everything of the reference (npm tarball, source, build, bench models, raw
 # results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
 # outside the repository. Needs npm, git, cmake, ninja, python3, ~10 GB of disk
-# and, the first time, network access to the npm registry and ~15 minutes to
-# build llama-bench on 2 cores.
+# (~20 GB with --moe) and, the first time, network access to the npm registry
+# and ~15 minutes to build llama-bench on 2 cores (and ~1 minute per dense or
+# qwen3moe model, ~3 for the gemma4 one, to write the models).
 #
 # Each round runs, per model, llama-bench's tg64 and right after it `kakeya
 # run` (64 tokens), then llama-bench's pp (-p 4,8,16,128) and right after it
 # `kakeya bench verify` (1, 4, 8, 16 rows from an empty cache; then 128 rows
 # with --prefill): the measurements compared are taken next to each other, so
 # the slow and fast phases of a shared machine's memory (here 34 vs 60 GB/s,
-# flipping within minutes) hit both engines alike. The table gives medians
-# over rounds, and each ratio is the median of the rounds' ratios:
+# flipping within minutes) hit both engines alike. A llama-bench failure stops
+# the script; a kakeya failure (e.g. an architecture it cannot load) is reported
+# and its cells of the table read "-". The table gives medians over rounds, and
+# each ratio is the median of the rounds' ratios:
 #   decode tok/s   kakeya run -n 64 vs llama-bench tg64
 #   cost(L)/cost(1) one forward over L rows / one decode step:
 #                  kakeya: bench verify ms(L) / ms(1), logits for all L rows
 #                  (what a verify step needs)
 #                  llama.cpp: (L / pp_L tok/s) / (1 / tg64 tok/s); its pp runs
 #                  compute the last row's logits only, so its L-row cost leaves
-#                  out L-1 rows of the output head (a quarter of the 1.25B's
-#                  matmul work per row)
+#                  out L-1 rows of the output head (per row, a quarter of the
+#                  1.25B's matmul work, 15% of the qwen3moe's active weights,
+#                  over half of the gemma4's)
 #   prefill tok/s  128 rows in one forward, last row's logits only (as both
 #                  engines prefill): kakeya bench verify --prefill vs pp128
+# Raw results (JSON, and each command's stderr in *.err) go to
+# $KAKEYA_REF_DIR/results/<UTC time>/.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
@@ -38,18 +55,54 @@ version=${NODE_LLAMA_CPP_VERSION:-3.22.1}
 rounds=3
 threads=2
 types="f16 q8_0 q4_k_m"
+moe_types="moe-q8_0 moe-q4_k_m g4moe-q8_0"
+moe=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --moe) moe=1; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+if [ "$moe" = 1 ]; then types="$types $moe_types"; fi
+types=$(echo "$types" | xargs)  # one space between types
+if [ -z "$types" ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
 case "$scratch/" in
   "$repo"/*) echo "KAKEYA_REF_DIR ($scratch) must be outside the repository" >&2; exit 2 ;;
 esac
+
+# The bench model of a --types value: its file, and make-bench-model's flags.
+type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
+  local base
+  case "$1" in
+    moe-*|g4moe-*) base=${1#*moe-} ;;
+    *) base=$1 ;;
+  esac
+  case "$base" in
+    f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k_m|q5_k_m|f32) echo "$base" | tr '[:lower:]' '[:upper:]' ;;
+    *) return 1 ;;
+  esac
+}
+model_file() {
+  case "$1" in
+    moe-*|g4moe-*) echo "$scratch/models/bench-$1.gguf" ;;
+    *) echo "$scratch/models/bench-1b-$1.gguf" ;;
+  esac
+}
+model_flags() {
+  case "$1" in
+    moe-*) echo "--arch qwen3moe --embd 1024 --layers 12 --heads 16 --kv-heads 4 --vocab 32000" \
+                "--experts 64 --experts-used 8 --ff-exp 512 --type $(type_of "$1")" ;;
+    g4moe-*) echo "--arch gemma4 --type $(type_of "$1")" ;;
+    *) echo "--type $(type_of "$1") --shape 1b" ;;
+  esac
+}
+for t in $types; do
+  type_of "$t" >/dev/null || { echo "compare-reference.sh: unknown type $t (see --help)" >&2; exit 2; }
+done
 mkdir -p "$scratch/models" "$scratch/results"
 
 # 1. The reference: source from the npm package's git bundle, built once.
@@ -66,64 +119,107 @@ if [ ! -x "$llama_bench" ]; then
   cmake --build llama.cpp/build --target llama-bench
 fi
 
-# 2. kakeya (its own build folder) and the bench models.
+# 2. kakeya (its own build folder) and the bench models (written to .part, then
+# renamed, so an interrupted run leaves no truncated model behind).
 cmake -S "$repo" -B "$repo/build-compare" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKAKEYA_TESTS=OFF \
   -DKAKEYA_BENCH=OFF >/dev/null
-cmake --build "$repo/build-compare" --target kakeya make-bench-model >/dev/null
+if ! cmake --build "$repo/build-compare" --target kakeya make-bench-model > "$scratch/results/build.log" 2>&1; then
+  tail -20 "$scratch/results/build.log" >&2
+  echo "compare-reference.sh: building kakeya failed (log: $scratch/results/build.log)" >&2
+  exit 1
+fi
 kakeya=$repo/build-compare/bin/kakeya
 for t in $types; do
-  m=$scratch/models/bench-1b-$t.gguf
-  [ -f "$m" ] || "$repo/build-compare/bin/make-bench-model" "$m" --type "$(echo "$t" | tr a-z A-Z)" --shape 1b
+  m=$(model_file "$t")
+  if [ ! -f "$m" ]; then
+    # shellcheck disable=SC2046  # the flags are words
+    "$repo/build-compare/bin/make-bench-model" "$m.part" $(model_flags "$t")
+    mv "$m.part" "$m"
+  fi
 done
 
-# 3. Alternating runs.
+# 3. Alternating runs. ref NAME ARGS: llama-bench; kak NAME ARGS: kakeya; each
+# writes $out/NAME.json and $out/NAME.err.
 out=$scratch/results/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
+ref() {
+  local name=$1; shift
+  if ! "$llama_bench" "$@" -t "$threads" -o json > "$out/$name.json" 2> "$out/$name.err"; then
+    tail -5 "$out/$name.err" >&2
+    echo "compare-reference.sh: llama-bench failed on $m (log: $out/$name.err)" >&2
+    exit 1
+  fi
+}
+kak() {
+  local name=$1; shift
+  if ! "$kakeya" "$@" -t "$threads" --json > "$out/$name.json" 2> "$out/$name.err"; then
+    echo "  kakeya $1 failed: $(tail -2 "$out/$name.err" | tr '\n' ' ')(log: $out/$name.err)" >&2
+    rm -f "$out/$name.json"
+  fi
+}
 for r in $(seq 1 "$rounds"); do
   for t in $types; do
-    m=$scratch/models/bench-1b-$t.gguf
+    m=$(model_file "$t")
     echo "round $r/$rounds: $t" >&2
-    "$llama_bench" -m "$m" -p 0 -n 64 -t "$threads" -r 3 -o json > "$out/ref-tg-$t-$r.json" 2>/dev/null
-    "$kakeya" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none -t "$threads" --json \
-      > "$out/run-$t-$r.json" 2>/dev/null
-    "$llama_bench" -m "$m" -p 4,8,16,128 -n 0 -t "$threads" -r 3 -o json > "$out/ref-pp-$t-$r.json" 2>/dev/null
-    "$kakeya" bench verify -m "$m" --rows 1,4,8,16 --context 0 --reps 5 -t "$threads" --json \
-      > "$out/verify-$t-$r.json" 2>/dev/null
-    "$kakeya" bench verify -m "$m" --rows 128 --prefill --context 0 --reps 3 -t "$threads" --json \
-      > "$out/prefill-$t-$r.json" 2>/dev/null
+    ref "ref-tg-$t-$r" -m "$m" -p 0 -n 64 -r 3
+    kak "run-$t-$r" run -m "$m" -p "Hello" -n 64 --ignore-eos --temp 0 --spec none
+    ref "ref-pp-$t-$r" -m "$m" -p 4,8,16,128 -n 0 -r 3
+    kak "verify-$t-$r" bench verify -m "$m" --rows 1,4,8,16 --context 0 --reps 5
+    kak "prefill-$t-$r" bench verify -m "$m" --rows 128 --prefill --context 0 --reps 3
   done
 done
 
 # 4. The table.
+# shellcheck disable=SC2086  # one argument per type
 python3 - "$out" "$rounds" $types <<'EOF'
-import json, statistics, sys
+import json, os, statistics, sys
 out, rounds, types = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-med = statistics.median
-cpu = json.load(open(f"{out}/verify-{types[0]}-1.json"))
-print(f"\ncpu: {cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round); "
-      f"medians of {rounds} alternating rounds (ratios: medians of the rounds' ratios); raw results in {out}\n")
+
+def load(name):
+    path = f"{out}/{name}.json"
+    return json.load(open(path)) if os.path.exists(path) else None
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+cpu = next((c for t in types if (c := load(f"verify-{t}-1"))), None)
+if cpu:
+    where = f"{cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round)"
+else:
+    where = f"{load(f'ref-tg-{types[0]}-1')[0]['cpu_info']} (kakeya ran on no model)"
+print(f"\ncpu: {where}; medians of {rounds} alternating rounds (ratios: medians of the rounds' "
+      f"ratios); raw results in {out}\n")
 head = ("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
         "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio")
 rows = []
 for t in types:
     ref_tg, ref_pp, k_dec, k_ms = [], {}, [], {}
     for r in range(1, rounds + 1):
-        ref_tg += [e["avg_ts"] for e in json.load(open(f"{out}/ref-tg-{t}-{r}.json"))]
-        for e in json.load(open(f"{out}/ref-pp-{t}-{r}.json")):
+        ref_tg.append(load(f"ref-tg-{t}-{r}")[0]["avg_ts"])
+        for e in load(f"ref-pp-{t}-{r}"):
             ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
-        k_dec.append(json.load(open(f"{out}/run-{t}-{r}.json"))["timings"]["decode_tok_s"])
+        run = load(f"run-{t}-{r}")
+        k_dec.append(run["timings"]["decode_tok_s"] if run else None)
+        ms = {}
         for name in ("verify", "prefill"):
-            for row in json.load(open(f"{out}/{name}-{t}-{r}.json"))["rows"]:
-                k_ms.setdefault(row["n"], []).append(row["ms"])
+            for row in (load(f"{name}-{t}-{r}") or {"rows": []})["rows"]:
+                ms[row["n"]] = row["ms"]
+        for n in (1, 4, 8, 16, 128):
+            k_ms.setdefault(n, []).append(ms.get(n))
     per_round = range(rounds)
-    dec_ratio = med(k_dec[i] / ref_tg[i] for i in per_round)
+    ratio = lambda a, b: None if a is None or b is None else a / b
+    dec_ratio = med(ratio(k_dec[i], ref_tg[i]) for i in per_round)
     ref_cost = {n: med((n / ref_pp[n][i]) * ref_tg[i] for i in per_round) for n in (4, 8, 16)}
-    k_cost = {n: med(k_ms[n][i] / k_ms[1][i] for i in per_round) for n in (4, 8, 16)}
-    k_pp = [128e3 / ms for ms in k_ms[128]]
-    pp_ratio = med(k_pp[i] / ref_pp[128][i] for i in per_round)
-    rows.append((t, f"{med(k_dec):.1f} / {med(ref_tg):.1f}", f"{dec_ratio:.2f}",
-                 *[f"{k_cost[n]:.2f} / {ref_cost[n]:.2f}" for n in (4, 8, 16)],
-                 f"{med(k_pp):.1f} / {med(ref_pp[128]):.1f}", f"{pp_ratio:.2f}"))
+    k_cost = {n: med(ratio(k_ms[n][i], k_ms[1][i]) for i in per_round) for n in (4, 8, 16)}
+    k_pp = [None if ms is None else 128e3 / ms for ms in k_ms[128]]
+    pp_ratio = med(ratio(k_pp[i], ref_pp[128][i]) for i in per_round)
+    rows.append((t, f"{fmt(med(k_dec), 1)} / {fmt(med(ref_tg), 1)}", fmt(dec_ratio),
+                 *[f"{fmt(k_cost[n])} / {fmt(ref_cost[n])}" for n in (4, 8, 16)],
+                 f"{fmt(med(k_pp), 1)} / {fmt(med(ref_pp[128]), 1)}", fmt(pp_ratio)))
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for row in rows:

@@ -1,14 +1,69 @@
-// Writes a random-weight llama GGUF for benchmarks, with our own GGUF writer
-// and reference quantizers: the ~1.25B "bench" shape of the performance issues
-// (n_embd 2048, 16 layers, 32/8 heads, n_ff 5632, vocab 128256) or a tiny one.
+// Writes a random-weight GGUF for benchmarks, with our own GGUF encoding and
+// reference quantizers, in one of three architectures:
 //
-//   make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]
+//   llama     the ~1.25B "bench" shape of the performance issues (n_embd 2048,
+//             16 layers, 32/8 heads, n_ff 5632, vocab 128256; --shape 1b) or a
+//             tiny one (--shape tiny). The default; byte-identical to what this
+//             tool wrote before it knew other architectures.
+//   qwen3moe  the mixture-of-experts bench model of issue #20: qwen3 attention
+//             (per-head q/k RMSNorm, NEOX rope base 1e6, head dim = key_length)
+//             and an MoE FFN in every layer (softmax router ffn_gate_inp, SwiGLU
+//             experts ffn_{gate,up,down}_exps, 3-D tensors ne = {n_in, n_out,
+//             n_expert}), untied output. Defaults: n_embd 1024, 12 layers, 16/4
+//             heads of 64, vocab 32000, 64 experts top-8 of FFN 512: 1.31B
+//             weights, 0.22B of them read per token.
+//   gemma4    Gemma-4-26B-A4B at reduced depth (default 6 layers: 5 sliding, 1
+//             global): n_embd 2816, 16 q heads, kv heads 8 sliding / 2 global,
+//             head dim 256 / 512, window 1024, dense GeGLU MLP 2112 plus 128
+//             experts top-8 of FFN 704 in every layer (fused ffn_gate_up_exps),
+//             K = V on global layers (no attn_v), proportional rope (rope_freqs
+//             64 x 1 then 192 x 1e30), soft-cap 30, tied embeddings, vocab 262144.
+//             Tensors and keys as the converter writes them (the same set as
+//             tests/fixtures/models2/g4moe-f32.gguf, FORMATS.md 3.5).
 //
-// Q4_K_M and Q5_K_M follow llama.cpp's recipes in spirit: Q4_K (Q5_K)
-// matrices, Q6_K for ffn_down and attn_v, Q6_K output; token_embd Q4_K (Q5_K).
+//   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4] [--type T] [--shape 1b|tiny]
+//       [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N]
+//       [--ff N] [--experts N] [--experts-used N] [--ff-exp N]
+//
+// e.g. the issue's MoE bench model:
+//   make-bench-model OUT.gguf --arch qwen3moe --embd 1024 --layers 12 --heads 16 --kv-heads 4
+//       --vocab 32000 --experts 64 --experts-used 8 --ff-exp 512 --type Q8_0
+//
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (every matrix; vectors
+// stay F32) or the mixes Q4_K_M and Q5_K_M. For llama the mixes follow
+// llama.cpp's recipe in spirit: Q4_K (Q5_K) matrices, Q6_K for every ffn_down
+// and attn_v, Q6_K output; token_embd Q4_K (Q5_K). For qwen3moe and gemma4 they
+// follow llama-quantize (src/llama-quant.cpp, llama_tensor_get_type_impl) more
+// closely: Q6_K for output and for a tied token_embd, Q6_K for attn_v and for
+// ffn_down / ffn_down_exps only in the layers its use_more_bits() picks (the
+// first and last eighth, and every third in between), Q8_0 attn_k/attn_v and a
+// Q5_K attn_output (Q4_K_M) when there are exactly 8 experts. For those two
+// architectures routers (ffn_gate_inp) stay F32 as llama-quantize keeps them,
+// and a matrix whose n_in does not fit the block of its type falls back as
+// llama-quantize's tensor_type_fallback does: Q4_K -> Q5_0, Q5_K -> Q5_1,
+// Q6_K -> Q8_0, and to F16 if n_in is not even a multiple of 32 (gemma4's
+// ffn_down, n_in 2112, and ffn_down_exps, n_in 704).
+//
+// Weights are N(0, sd) draws, one seeded generator per row, on all cores. For
+// qwen3moe and gemma4 the scales are those of the fixture models
+// (fixtures/models2/README.md, "Weights:"), so that activations stay finite:
+// projections sd 1/sqrt(n_in), norms 1 + N(0, 0.1), gemma post-norms
+// 2 + N(0, 0.1), routers sd 2/sqrt(n_embd) (router logits of std ~2), gemma
+// router scale ~sqrt(n_embd), per-expert scales 1 + N(0, 0.2), layer output
+// scales 0.8 + N(0, 0.1); untied token_embd sd 0.05 and output 6/sqrt(n_embd);
+// tied gemma token_embd sd 0.003 and output_norm ~4/(0.003 sqrt(n_embd)).
+// The vocabulary is a SentencePiece filler vocabulary for every architecture.
+//
+// The file is streamed: the header (metadata from GgufWriter, then the tensor
+// table) is written first, then each tensor is generated and written in turn,
+// so memory holds one tensor at a time (a 6-layer gemma4 Q8_0 is ~6 GB).
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,8 +76,33 @@
 namespace kakeya {
 namespace {
 
+constexpr const char* kUsage =
+    "usage: make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4] [--type TYPE] [--shape 1b|tiny]\n"
+    "         [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N] [--ff N]\n"
+    "         [--experts N] [--experts-used N] [--ff-exp N]\n"
+    "\n"
+    "Writes a random-weight GGUF model for benchmarks.\n"
+    "  --arch      llama (default): --shape 1b (default; n_embd 2048, 16 layers, 32/8 heads,\n"
+    "                n_ff 5632, vocab 128256) or tiny (256, 2 layers, 4/2 heads, n_ff 512, vocab 1024)\n"
+    "              qwen3moe: qwen3 attention + MoE FFN in every layer; defaults n_embd 1024,\n"
+    "                12 layers, 16/4 heads, head dim n_embd/heads, vocab 32000, 64 experts top-8,\n"
+    "                expert FFN 512 (1.31B weights, 0.22B active per token)\n"
+    "              gemma4: Gemma-4-26B-A4B shape, 6 layers (5 sliding : 1 global); n_embd 2816,\n"
+    "                16 q heads, kv heads 8 sliding / a quarter of that (2) global, head dim\n"
+    "                256 sliding / twice that global, dense MLP 2112, 128 experts top-8 of\n"
+    "                FFN 704, vocab 262144, tied embeddings\n"
+    "  --type      F16 (default), BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M\n"
+    "  --embd --layers --heads --kv-heads --vocab --ff   override the arch's defaults (--ff:\n"
+    "              dense FFN width; for qwen3moe only the feed_forward_length key)\n"
+    "  --head-dim  qwen3moe: attention.key_length; gemma4: sliding head dim (global = 2x)\n"
+    "  --experts --experts-used --ff-exp   MoE shape (qwen3moe and gemma4 only)\n";
+
+enum class Arch { kLlama, kQwen3Moe, kGemma4 };
+
 struct Shape {
-  int n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
+  int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_ff = 0, n_vocab = 0;
+  int head_dim = 0;  // 0: n_embd / n_head
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 };
 
 // The types --type names directly (by their GGUF names); Q4_K_M and Q5_K_M
@@ -30,37 +110,252 @@ struct Shape {
 constexpr DType kSingleTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                   DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
 
+bool IsKMix(const std::string& s) { return s == "Q4_K_M" || s == "Q5_K_M"; }
+
+void CheckType(const std::string& s) {
+  for (DType t : kSingleTypes) {
+    if (NameOf(t) == s) return;
+  }
+  if (IsKMix(s)) return;
+  Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M)");
+}
+
+// llama: the recipe this tool has always used (kept so that bench files and
+// results stay comparable).
 DType ParseType(const std::string& s, const std::string& role) {
   for (DType t : kSingleTypes) {
     if (NameOf(t) == s) return t;
   }
-  if (s == "Q4_K_M" || s == "Q5_K_M") {
+  if (IsKMix(s)) {
     if (role == "ffn_down" || role == "attn_v" || role == "output") return DType::kQ6_K;
     return s == "Q4_K_M" ? DType::kQ4_K : DType::kQ5_K;
   }
   Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M)");
 }
 
-// Fills n_out rows of n_in N(0, stddev) values and converts them to `type`,
-// row by row on all cores (a 1.25B model is ~5 G random numbers).
-std::vector<uint8_t> RandomMatrix(DType type, int64_t n_in, int64_t n_out, float stddev, uint64_t seed) {
+// llama.cpp's LLAMA_FTYPE_* for general.file_type.
+uint32_t FileType(const std::string& s) {
+  if (s == "F32") return 0;
+  if (s == "F16") return 1;
+  if (s == "Q4_0") return 2;
+  if (s == "Q4_1") return 3;
+  if (s == "Q8_0") return 7;
+  if (s == "Q5_0") return 8;
+  if (s == "Q5_1") return 9;
+  if (s == "Q4_K_M") return 15;
+  if (s == "Q5_K_M") return 17;
+  return 32;  // BF16
+}
+
+// llama-quantize's use_more_bits: the first and last eighth of the layers and
+// every third one in between get more bits.
+bool UseMoreBits(int i_layer, int n_layers) {
+  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+// llama-quantize's tensor_type_fallback: a matrix whose n_in is not a multiple
+// of its type's block gets a 32-block type instead, or F16.
+DType Fallback(DType t, int64_t n_in) {
+  if (n_in % TraitsOf(t).block_elems == 0) return t;
+  DType r = t;
+  switch (t) {
+    case DType::kQ4_K: r = DType::kQ5_0; break;
+    case DType::kQ5_K: r = DType::kQ5_1; break;
+    case DType::kQ6_K: r = DType::kQ8_0; break;
+    default: break;
+  }
+  if (n_in % TraitsOf(r).block_elems != 0) r = DType::kF16;
+  return r;
+}
+
+// Role of a matrix for the MoE architectures' type choice.
+enum class Role { kTokenEmbd, kOutput, kAttnQ, kAttnK, kAttnV, kAttnOut, kFfnGateUp, kFfnDown, kRouter };
+
+struct MoeTypePicker {
+  std::string type;
+  int n_layer = 0, n_expert = 0, n_attn_v = 0;  // n_attn_v: attn_v tensors in the file
+  bool tied = false;
+  int i_attn_v = 0;  // attn_v tensors typed so far (llama-quantize's i_attention_wv)
+
+  DType Pick(Role role, int il, int64_t n_in) {
+    if (role == Role::kRouter) return DType::kF32;
+    DType t = DType::kF32;
+    if (!IsKMix(type)) {
+      t = ParseType(type, "");
+    } else {
+      const bool q4 = type == "Q4_K_M";
+      t = q4 ? DType::kQ4_K : DType::kQ5_K;
+      switch (role) {
+        case Role::kOutput: t = DType::kQ6_K; break;
+        case Role::kTokenEmbd:
+          if (tied) t = DType::kQ6_K;
+          break;
+        case Role::kAttnV:
+          if (UseMoreBits(i_attn_v, n_attn_v)) t = DType::kQ6_K;
+          if (n_expert == 8) t = DType::kQ8_0;
+          ++i_attn_v;
+          break;
+        case Role::kAttnK:
+          if (n_expert == 8) t = DType::kQ8_0;
+          break;
+        case Role::kAttnOut:
+          if (n_expert == 8 && q4) t = DType::kQ5_K;
+          break;
+        case Role::kFfnDown:
+          if (UseMoreBits(il, n_layer)) t = DType::kQ6_K;
+          break;
+        default: break;
+      }
+      // Output (and a tied token_embd) of a shape a 256-block does not fit: Q8_0.
+      if ((role == Role::kOutput || (role == Role::kTokenEmbd && tied)) && n_in % 256 != 0) {
+        t = DType::kQ8_0;
+      }
+    }
+    return Fallback(t, n_in);
+  }
+};
+
+// Fills n_rows rows of n_in N(mean, stddev) values converted to `type` into
+// `out`, row by row on all cores (a 1.25B model is ~5 G random numbers).
+void RandomRows(DType type, int64_t n_in, int64_t n_rows, float mean, float stddev, uint64_t seed,
+                uint8_t* out) {
   const int64_t row_bytes = RowBytes(type, n_in);
-  std::vector<uint8_t> out(row_bytes * n_out);
-  const int n_threads = std::max(1u, std::thread::hardware_concurrency());
+  const int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> threads;
   for (int t = 0; t < n_threads; ++t) {
     threads.emplace_back([&, t] {
       std::vector<float> row(n_in);
-      for (int64_t r = t; r < n_out; r += n_threads) {
+      for (int64_t r = t; r < n_rows; r += n_threads) {
         std::mt19937_64 rng(seed * 1000003 + r);
-        std::normal_distribution<float> normal(0.0f, stddev);
+        std::normal_distribution<float> normal(mean, stddev);
         for (float& v : row) v = normal(rng);
-        QuantizeRow(type, row.data(), out.data() + r * row_bytes, n_in);
+        QuantizeRow(type, row.data(), out + r * row_bytes, n_in);
       }
     });
   }
   for (auto& th : threads) th.join();
-  return out;
+}
+
+// One tensor of the file: its table entry and how to make its bytes.
+struct Planned {
+  std::string name;
+  DType type;
+  std::vector<int64_t> ne;
+  uint64_t nbytes = 0;
+  std::function<void(uint8_t*)> fill;
+  double active = 1.0;  // fraction of it read per decoded token (experts: used / n_expert)
+};
+
+class Plan {
+ public:
+  // A matrix (2-D, or 3-D with ne[2] experts) of N(mean, sd) values.
+  void Random(const std::string& name, DType type, std::vector<int64_t> ne, float mean, float sd,
+              double active = 1.0) {
+    const uint64_t seed = seed_++;
+    int64_t rows = 1;
+    for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+    const int64_t n_in = ne[0];
+    Add(name, type, std::move(ne), active, [=](uint8_t* out) {
+      RandomRows(type, n_in, rows, mean, sd, seed, out);
+    });
+  }
+  // An F32 vector: exactly `value` everywhere if sd == 0, else N(value, sd).
+  void Vector(const std::string& name, int64_t n, float value, float sd = 0.0f) {
+    if (sd == 0.0f) {
+      Add(name, DType::kF32, {n}, 1.0, [=](uint8_t* out) {
+        const std::vector<float> v(n, value);
+        std::memcpy(out, v.data(), n * sizeof(float));
+      });
+    } else {
+      Random(name, DType::kF32, {n}, value, sd);
+    }
+  }
+  void Values(const std::string& name, std::vector<float> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    Add(name, DType::kF32, {n}, 1.0, [v = std::move(v)](uint8_t* out) {
+      std::memcpy(out, v.data(), v.size() * sizeof(float));
+    });
+  }
+  const std::vector<Planned>& tensors() const { return tensors_; }
+
+ private:
+  void Add(const std::string& name, DType type, std::vector<int64_t> ne, double active,
+           std::function<void(uint8_t*)> fill) {
+    // The checks GgufWriter::AddTensor makes.
+    if (name.size() > 63) Fail("tensor '", name, "': name longer than 63 bytes");
+    const DTypeTraits tr = TraitsOf(type);
+    if (ne[0] % tr.block_elems != 0) {
+      Fail("tensor '", name, "': ne[0] = ", ne[0], " is not a multiple of the ", tr.name,
+           " block size ", tr.block_elems);
+    }
+    uint64_t nbytes = static_cast<uint64_t>(RowBytes(type, ne[0]));
+    for (size_t d = 1; d < ne.size(); ++d) nbytes *= static_cast<uint64_t>(ne[d]);
+    tensors_.push_back({name, type, std::move(ne), nbytes, std::move(fill), active});
+  }
+
+  std::vector<Planned> tensors_;
+  uint64_t seed_ = 1;
+};
+
+// Streams a GGUF v3 file: the metadata as GgufWriter encodes it (a writer
+// without tensors serializes to exactly the header and the key-value pairs),
+// then the tensor table and the data at 32-byte alignment, the layout
+// GgufWriter::Write produces; each tensor is generated just before it is
+// written.
+void WriteStreaming(const std::string& path, const GgufWriter& kv, const Plan& plan) {
+  constexpr uint64_t kAlign = 32;
+  auto align_up = [](uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; };
+  std::vector<uint8_t> header = kv.Serialize();  // "GGUF", version, n_tensors = 0, n_kv, kvs
+  const std::vector<Planned>& tensors = plan.tensors();
+  const uint64_t n_tensors = tensors.size();
+  std::memcpy(header.data() + 8, &n_tensors, sizeof n_tensors);
+  auto put = [&header](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    header.insert(header.end(), b, b + n);
+  };
+  uint64_t offset = 0, total = 0;
+  for (const Planned& t : tensors) {
+    const uint64_t len = t.name.size();
+    put(&len, sizeof len);
+    put(t.name.data(), t.name.size());
+    const uint32_t n_dims = static_cast<uint32_t>(t.ne.size());
+    put(&n_dims, sizeof n_dims);
+    put(t.ne.data(), t.ne.size() * sizeof(int64_t));
+    const uint32_t type = static_cast<uint32_t>(t.type);
+    put(&type, sizeof type);
+    put(&offset, sizeof offset);
+    offset += align_up(t.nbytes);
+    total += t.nbytes;
+  }
+  if (n_tensors > 0) header.resize(align_up(header.size()), 0);
+
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) Fail("cannot create ", path, ": ", std::strerror(errno));
+  auto write = [&](const void* p, size_t n) {
+    if (n != 0 && std::fwrite(p, 1, n, f) != n) {
+      const int err = errno;
+      std::fclose(f);
+      Fail("cannot write ", path, ": ", std::strerror(err));
+    }
+  };
+  write(header.data(), header.size());
+  std::vector<uint8_t> buf;
+  const uint8_t zeros[kAlign] = {};
+  uint64_t done = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Planned& t = tensors[i];
+    if (t.ne.size() >= 2) {  // progress, per matrix
+      std::fprintf(stderr, "\r[%4zu/%4zu] %-36s %7.2f / %.2f GB", i + 1, tensors.size(), t.name.c_str(),
+                   done / 1e9, total / 1e9);
+    }
+    buf.resize(t.nbytes);
+    t.fill(buf.data());
+    write(buf.data(), buf.size());
+    write(zeros, align_up(t.nbytes) - t.nbytes);
+    done += t.nbytes;
+  }
+  if (std::fclose(f) != 0) Fail("cannot write ", path, ": ", std::strerror(errno));
+  std::fprintf(stderr, "\r%-80s\r", "");
 }
 
 void AddVocab(GgufWriter& w, int n_vocab) {
@@ -93,25 +388,9 @@ void AddVocab(GgufWriter& w, int n_vocab) {
   w.SetBool("tokenizer.ggml.add_bos_token", true);
 }
 
-int Main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::fprintf(stderr, "usage: make-bench-model OUT.gguf [--type F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K_M|Q5_K_M|F32] [--shape 1b|tiny]\n");
-    return 2;
-  }
-  std::string out = argv[1], type = "F16", shape_name = "1b";
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--type") type = argv[i + 1];
-    else if (flag == "--shape") shape_name = argv[i + 1];
-    else Fail("unknown flag ", flag);
-  }
-  Shape s;
-  if (shape_name == "1b") s = {2048, 16, 32, 8, 5632, 128256};
-  else if (shape_name == "tiny") s = {256, 2, 4, 2, 512, 1024};
-  else Fail("unknown --shape ", shape_name, " (1b, tiny)");
+void PlanLlama(GgufWriter& w, Plan& p, const Shape& s, const std::string& type,
+               const std::string& shape_name) {
   const int head_dim = s.n_embd / s.n_head;
-
-  GgufWriter w;
   w.SetString("general.architecture", "llama");
   w.SetString("general.name", "kakeya-bench-" + shape_name + "-" + type);
   w.SetU32("llama.context_length", 4096);
@@ -125,35 +404,310 @@ int Main(int argc, char** argv) {
   w.SetF32("llama.rope.freq_base", 500000.0f);
   AddVocab(w, s.n_vocab);
 
-  uint64_t seed = 1;
   auto matrix = [&](const std::string& name, const std::string& role, int64_t n_in, int64_t n_out, float sd) {
-    const DType t = ParseType(type, role);
-    const std::vector<uint8_t> bytes = RandomMatrix(t, n_in, n_out, sd, seed++);
-    w.AddTensor(name, t, {n_in, n_out}, bytes.data(), bytes.size());
-    std::fprintf(stderr, "\r%-40s", name.c_str());
-  };
-  auto ones = [&](const std::string& name, int64_t n) {
-    const std::vector<float> v(n, 1.0f);
-    w.AddTensor(name, DType::kF32, {n}, v.data(), v.size() * sizeof(float));
+    p.Random(name, ParseType(type, role), {n_in, n_out}, 0.0f, sd);
   };
   const float in_sd = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
   matrix("token_embd.weight", "token_embd", s.n_embd, s.n_vocab, 0.05f);
-  ones("output_norm.weight", s.n_embd);
+  p.Vector("output_norm.weight", s.n_embd, 1.0f);
   matrix("output.weight", "output", s.n_embd, s.n_vocab, in_sd);
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string b = "blk." + std::to_string(il) + ".";
-    ones(b + "attn_norm.weight", s.n_embd);
+    p.Vector(b + "attn_norm.weight", s.n_embd, 1.0f);
     matrix(b + "attn_q.weight", "attn_q", s.n_embd, s.n_head * head_dim, in_sd);
     matrix(b + "attn_k.weight", "attn_k", s.n_embd, s.n_head_kv * head_dim, in_sd);
     matrix(b + "attn_v.weight", "attn_v", s.n_embd, s.n_head_kv * head_dim, in_sd);
     matrix(b + "attn_output.weight", "attn_output", s.n_head * head_dim, s.n_embd, in_sd);
-    ones(b + "ffn_norm.weight", s.n_embd);
+    p.Vector(b + "ffn_norm.weight", s.n_embd, 1.0f);
     matrix(b + "ffn_gate.weight", "ffn_gate", s.n_embd, s.n_ff, in_sd);
     matrix(b + "ffn_up.weight", "ffn_up", s.n_embd, s.n_ff, in_sd);
     matrix(b + "ffn_down.weight", "ffn_down", s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
   }
-  std::fprintf(stderr, "\rwriting %s\n", out.c_str());
-  w.Write(out);
+}
+
+float InvSqrt(int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); }
+
+void AddMoeCommon(GgufWriter& w, const std::string& type, int n_vocab) {
+  w.SetU32("general.file_type", FileType(type));
+  if (type != "F32" && type != "F16" && type != "BF16") w.SetU32("general.quantization_version", 2);
+  AddVocab(w, n_vocab);
+  w.SetString("tokenizer.ggml.pre", "default");
+  w.SetBool("tokenizer.ggml.add_eos_token", false);
+}
+
+void PlanQwen3Moe(GgufWriter& w, Plan& p, const Shape& s, const std::string& type) {
+  const std::string a = "qwen3moe.";
+  const int hd = s.head_dim;
+  w.SetString("general.architecture", "qwen3moe");
+  w.SetString("general.name", "kakeya-bench-qwen3moe-" + type);
+  w.SetU32(a + "context_length", 4096);
+  w.SetU32(a + "embedding_length", s.n_embd);
+  w.SetU32(a + "block_count", s.n_layer);
+  w.SetU32(a + "feed_forward_length", s.n_ff);
+  w.SetU32(a + "attention.head_count", s.n_head);
+  w.SetU32(a + "attention.head_count_kv", s.n_head_kv);
+  w.SetF32(a + "rope.freq_base", 1000000.0f);
+  w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.SetU32(a + "expert_count", s.n_expert);
+  w.SetU32(a + "expert_used_count", s.n_expert_used);
+  w.SetU32(a + "attention.key_length", hd);
+  w.SetU32(a + "attention.value_length", hd);
+  w.SetU32(a + "expert_feed_forward_length", s.n_ff_exp);
+  AddMoeCommon(w, type, s.n_vocab);
+
+  MoeTypePicker pick{type, s.n_layer, s.n_expert, s.n_layer, /*tied=*/false};
+  const double used = static_cast<double>(s.n_expert_used) / s.n_expert;
+  const int64_t E = s.n_embd, q = int64_t{s.n_head} * hd, kv = int64_t{s.n_head_kv} * hd;
+  // The token embedding: one row read per token, not counted as active.
+  p.Random("token_embd.weight", pick.Pick(Role::kTokenEmbd, 0, E), {E, s.n_vocab}, 0.0f, 0.05f, 0.0);
+  p.Random("output_norm.weight", DType::kF32, {E}, 1.0f, 0.1f);
+  p.Random("output.weight", pick.Pick(Role::kOutput, 0, E), {E, s.n_vocab}, 0.0f, 6.0f * InvSqrt(E));
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    p.Random(b + "attn_norm.weight", DType::kF32, {E}, 1.0f, 0.1f);
+    p.Random(b + "attn_q.weight", pick.Pick(Role::kAttnQ, il, E), {E, q}, 0.0f, InvSqrt(E));
+    p.Random(b + "attn_k.weight", pick.Pick(Role::kAttnK, il, E), {E, kv}, 0.0f, InvSqrt(E));
+    p.Random(b + "attn_v.weight", pick.Pick(Role::kAttnV, il, E), {E, kv}, 0.0f, InvSqrt(E));
+    p.Random(b + "attn_output.weight", pick.Pick(Role::kAttnOut, il, q), {q, E}, 0.0f, InvSqrt(q));
+    p.Random(b + "attn_q_norm.weight", DType::kF32, {hd}, 1.0f, 0.1f);
+    p.Random(b + "attn_k_norm.weight", DType::kF32, {hd}, 1.0f, 0.1f);
+    p.Random(b + "ffn_norm.weight", DType::kF32, {E}, 1.0f, 0.1f);
+    p.Random(b + "ffn_gate_inp.weight", pick.Pick(Role::kRouter, il, E), {E, s.n_expert}, 0.0f,
+             2.0f * InvSqrt(E));
+    const DType gu = pick.Pick(Role::kFfnGateUp, il, E);
+    p.Random(b + "ffn_gate_exps.weight", gu, {E, s.n_ff_exp, s.n_expert}, 0.0f, InvSqrt(E), used);
+    p.Random(b + "ffn_up_exps.weight", gu, {E, s.n_ff_exp, s.n_expert}, 0.0f, InvSqrt(E), used);
+    p.Random(b + "ffn_down_exps.weight", pick.Pick(Role::kFfnDown, il, s.n_ff_exp),
+             {s.n_ff_exp, E, s.n_expert}, 0.0f, InvSqrt(s.n_ff_exp), used);
+  }
+}
+
+bool Gemma4IsSliding(int il) { return il % 6 != 5; }  // 5 sliding : 1 global
+
+void PlanGemma4(GgufWriter& w, Plan& p, const Shape& s, const std::string& type) {
+  const std::string a = "gemma4.";
+  const int hd_swa = s.head_dim, hd = 2 * s.head_dim;
+  const int kv_swa = s.n_head_kv, kv_global = std::max(1, s.n_head_kv / 4);
+  std::vector<uint8_t> pattern(s.n_layer);
+  std::vector<int32_t> kv_heads(s.n_layer);
+  int n_attn_v = 0;
+  for (int il = 0; il < s.n_layer; ++il) {
+    pattern[il] = Gemma4IsSliding(il) ? 1 : 0;
+    kv_heads[il] = pattern[il] ? kv_swa : kv_global;
+    n_attn_v += pattern[il];
+  }
+  w.SetString("general.architecture", "gemma4");
+  w.SetString("general.name", "kakeya-bench-gemma4-" + type);
+  w.SetU32(a + "context_length", 4096);
+  w.SetU32(a + "embedding_length", s.n_embd);
+  w.SetU32(a + "block_count", s.n_layer);
+  w.SetU32(a + "feed_forward_length", s.n_ff);
+  w.SetU32(a + "attention.head_count", s.n_head);
+  w.SetF32(a + "rope.freq_base", 1000000.0f);
+  w.SetF32(a + "rope.freq_base_swa", 10000.0f);
+  w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-6f);
+  w.SetF32(a + "final_logit_softcapping", 30.0f);
+  w.SetU32(a + "attention.sliding_window", 1024);
+  w.SetU32(a + "attention.shared_kv_layers", 0);
+  w.SetU32(a + "embedding_length_per_layer_input", 0);
+  w.SetArray(a + "attention.sliding_window_pattern", GgufType::kBool, pattern.data(), pattern.size());
+  w.SetU32(a + "attention.key_length", hd);
+  w.SetU32(a + "attention.value_length", hd);
+  w.SetU32(a + "attention.key_length_swa", hd_swa);
+  w.SetU32(a + "attention.value_length_swa", hd_swa);
+  w.SetU32(a + "expert_feed_forward_length", s.n_ff_exp);
+  w.SetU32(a + "expert_count", s.n_expert);
+  w.SetU32(a + "expert_used_count", s.n_expert_used);
+  w.SetI32Array(a + "attention.head_count_kv", kv_heads);
+  w.SetU32(a + "rope.dimension_count", hd);
+  w.SetU32(a + "rope.dimension_count_swa", hd_swa);
+  AddMoeCommon(w, type, s.n_vocab);
+
+  MoeTypePicker pick{type, s.n_layer, s.n_expert, n_attn_v, /*tied=*/true};
+  const double used = static_cast<double>(s.n_expert_used) / s.n_expert;
+  const int64_t E = s.n_embd, F = s.n_ff, X = s.n_ff_exp;
+  const float embd_sd = 0.003f;
+  const float out_norm = 4.0f / (embd_sd * std::sqrt(static_cast<float>(E)));
+  // Tied: token_embd is also the LM head, read in full per token.
+  p.Random("token_embd.weight", pick.Pick(Role::kTokenEmbd, 0, E), {E, s.n_vocab}, 0.0f, embd_sd);
+  p.Random("output_norm.weight", DType::kF32, {E}, out_norm, 0.1f * out_norm);
+  // Proportional rope: only the first quarter of the rotary pairs rotate.
+  std::vector<float> freqs(hd / 2, 1e30f);
+  std::fill(freqs.begin(), freqs.begin() + hd / 8, 1.0f);
+  p.Values("rope_freqs.weight", std::move(freqs));
+  for (int il = 0; il < s.n_layer; ++il) {
+    const std::string b = "blk." + std::to_string(il) + ".";
+    const bool swa = pattern[il] != 0;
+    const int64_t d = swa ? hd_swa : hd, q = s.n_head * d, kv = kv_heads[il] * d;
+    p.Random(b + "attn_norm.weight", DType::kF32, {E}, 1.0f, 0.1f);
+    p.Random(b + "attn_q.weight", pick.Pick(Role::kAttnQ, il, E), {E, q}, 0.0f, InvSqrt(E));
+    p.Random(b + "attn_k.weight", pick.Pick(Role::kAttnK, il, E), {E, kv}, 0.0f, InvSqrt(E));
+    if (swa) {  // global layers: K = V, no attn_v
+      p.Random(b + "attn_v.weight", pick.Pick(Role::kAttnV, il, E), {E, kv}, 0.0f, InvSqrt(E));
+    }
+    p.Random(b + "attn_output.weight", pick.Pick(Role::kAttnOut, il, q), {q, E}, 0.0f, InvSqrt(q));
+    p.Random(b + "attn_q_norm.weight", DType::kF32, {d}, 1.0f, 0.1f);
+    p.Random(b + "attn_k_norm.weight", DType::kF32, {d}, 1.0f, 0.1f);
+    p.Random(b + "post_attention_norm.weight", DType::kF32, {E}, 2.0f, 0.1f);
+    p.Random(b + "ffn_norm.weight", DType::kF32, {E}, 1.0f, 0.1f);
+    p.Random(b + "ffn_gate.weight", pick.Pick(Role::kFfnGateUp, il, E), {E, F}, 0.0f, InvSqrt(E));
+    p.Random(b + "ffn_up.weight", pick.Pick(Role::kFfnGateUp, il, E), {E, F}, 0.0f, InvSqrt(E));
+    p.Random(b + "ffn_down.weight", pick.Pick(Role::kFfnDown, il, F), {F, E}, 0.0f, InvSqrt(F));
+    p.Random(b + "post_ffw_norm.weight", DType::kF32, {E}, 2.0f, 0.1f);
+    p.Random(b + "ffn_gate_inp.weight", pick.Pick(Role::kRouter, il, E), {E, s.n_expert}, 0.0f,
+             2.0f * InvSqrt(E));
+    const float sqrt_e = std::sqrt(static_cast<float>(E));
+    p.Random(b + "ffn_gate_inp.scale", DType::kF32, {E}, sqrt_e, 0.1f * sqrt_e);
+    p.Random(b + "pre_ffw_norm_2.weight", DType::kF32, {E}, 1.0f, 0.1f);
+    p.Random(b + "post_ffw_norm_1.weight", DType::kF32, {E}, 2.0f, 0.1f);
+    p.Random(b + "post_ffw_norm_2.weight", DType::kF32, {E}, 2.0f, 0.1f);
+    p.Random(b + "ffn_gate_up_exps.weight", pick.Pick(Role::kFfnGateUp, il, E), {E, 2 * X, s.n_expert}, 0.0f,
+             InvSqrt(E), used);
+    p.Random(b + "ffn_down_exps.weight", pick.Pick(Role::kFfnDown, il, X), {X, E, s.n_expert}, 0.0f,
+             InvSqrt(X), used);
+    p.Random(b + "ffn_down_exps.scale", DType::kF32, {s.n_expert}, 1.0f, 0.2f);
+    p.Random(b + "layer_output_scale.weight", DType::kF32, {1}, 0.8f, 0.1f);
+  }
+}
+
+int ParseInt(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || n < 1 || n > (1 << 24)) {
+    Fail(flag, ": expected a positive integer, got '", v, "'");
+  }
+  return static_cast<int>(n);
+}
+
+int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  if (argc < 2 || argv[1][0] == '-') {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  std::string out = argv[1], type = "F16", shape_name, arch_name = "llama";
+  struct Override {
+    const char* flag;
+    int value;
+  };
+  Override ov[] = {{"--embd", 0},    {"--layers", 0},  {"--heads", 0},   {"--kv-heads", 0},
+                   {"--head-dim", 0}, {"--vocab", 0},   {"--ff", 0},      {"--experts", 0},
+                   {"--experts-used", 0}, {"--ff-exp", 0}};
+  for (int i = 2; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) Fail(flag, " needs a value (see --help)");
+    const std::string value = argv[i + 1];
+    if (flag == "--type") type = value;
+    else if (flag == "--shape") shape_name = value;
+    else if (flag == "--arch") arch_name = value;
+    else {
+      bool known = false;
+      for (Override& o : ov) {
+        if (flag == o.flag) {
+          o.value = ParseInt(flag, value);
+          known = true;
+        }
+      }
+      if (!known) Fail("unknown flag ", flag, " (see --help)");
+    }
+  }
+  CheckType(type);
+  auto get = [&](const char* flag) -> int {
+    for (const Override& o : ov) {
+      if (std::strcmp(o.flag, flag) == 0) return o.value;
+    }
+    return 0;
+  };
+
+  Arch arch;
+  Shape s;
+  if (arch_name == "llama") {
+    arch = Arch::kLlama;
+    if (shape_name.empty()) shape_name = "1b";
+    if (shape_name == "1b") s = {2048, 16, 32, 8, 5632, 128256};
+    else if (shape_name == "tiny") s = {256, 2, 4, 2, 512, 1024};
+    else Fail("unknown --shape ", shape_name, " (1b, tiny)");
+    for (const char* f : {"--head-dim", "--experts", "--experts-used", "--ff-exp"}) {
+      if (get(f) != 0) Fail(f, " applies to --arch qwen3moe and gemma4, not llama");
+    }
+  } else if (arch_name == "qwen3moe" || arch_name == "gemma4") {
+    if (!shape_name.empty()) {
+      Fail("--shape applies to --arch llama; for ", arch_name, " use --embd, --layers, ... (see --help)");
+    }
+    if (arch_name == "qwen3moe") {
+      arch = Arch::kQwen3Moe;
+      s = {1024, 12, 16, 4, 0, 32000, 0, 64, 8, 512};
+    } else {
+      arch = Arch::kGemma4;
+      s = {2816, 6, 16, 8, 2112, 262144, 256, 128, 8, 704};
+    }
+  } else {
+    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4)");
+  }
+  const std::pair<const char*, int*> fields[] = {
+      {"--embd", &s.n_embd},         {"--layers", &s.n_layer},    {"--heads", &s.n_head},
+      {"--kv-heads", &s.n_head_kv},  {"--head-dim", &s.head_dim}, {"--vocab", &s.n_vocab},
+      {"--ff", &s.n_ff},             {"--experts", &s.n_expert},  {"--experts-used", &s.n_expert_used},
+      {"--ff-exp", &s.n_ff_exp}};
+  for (const auto& [flag, field] : fields) {
+    if (get(flag) != 0) *field = get(flag);
+  }
+  // Derived defaults and consistency.
+  if (arch != Arch::kGemma4 && s.head_dim == 0) {
+    if (s.n_embd % s.n_head != 0) Fail("--embd ", s.n_embd, " is not a multiple of --heads ", s.n_head);
+    s.head_dim = s.n_embd / s.n_head;
+  }
+  if (arch == Arch::kQwen3Moe && s.n_ff == 0) s.n_ff = s.n_ff_exp * s.n_expert_used;
+  if (s.n_head % s.n_head_kv != 0) {
+    Fail("--heads ", s.n_head, " is not a multiple of --kv-heads ", s.n_head_kv);
+  }
+  if (const int kv_global = std::max(1, s.n_head_kv / 4); arch == Arch::kGemma4 && s.n_head % kv_global != 0) {
+    Fail("--heads ", s.n_head, " is not a multiple of the global layers' kv heads ", kv_global);
+  }
+  if (s.head_dim % 2 != 0) Fail("head dim ", s.head_dim, " is odd (rope needs pairs)");
+  if (arch == Arch::kGemma4 && s.head_dim % 4 != 0) {
+    Fail("--head-dim ", s.head_dim, " is not a multiple of 4");
+  }
+  if (arch != Arch::kLlama && s.n_expert_used > s.n_expert) {
+    Fail("--experts-used ", s.n_expert_used, " exceeds --experts ", s.n_expert);
+  }
+  if (s.n_vocab < 260) {
+    Fail("--vocab ", s.n_vocab, " is too small (the vocabulary has 259 special and byte tokens)");
+  }
+
+  GgufWriter w;
+  Plan plan;
+  switch (arch) {
+    case Arch::kLlama: PlanLlama(w, plan, s, type, shape_name); break;
+    case Arch::kQwen3Moe: PlanQwen3Moe(w, plan, s, type); break;
+    case Arch::kGemma4: PlanGemma4(w, plan, s, type); break;
+  }
+
+  uint64_t bytes = 0, params = 0;
+  double active_bytes = 0, active_params = 0;
+  for (const Planned& t : plan.tensors()) {
+    int64_t n = 1;
+    for (int64_t d : t.ne) n *= d;
+    bytes += t.nbytes;
+    params += n;
+    active_bytes += t.active * t.nbytes;
+    active_params += t.active * n;
+  }
+  std::fprintf(stderr, "%s: %s %s, %zu tensors, %.3fB weights (%.2f GB), active per token %.3fB (%.2f GB)\n",
+               out.c_str(), arch_name.c_str(), type.c_str(), plan.tensors().size(), params / 1e9, bytes / 1e9,
+               active_params / 1e9, active_bytes / 1e9);
+  WriteStreaming(out, w, plan);
+  // Read it back: the same validation every loader of ours applies.
+  const auto file = GgufFile::Open(out);
+  if (file->tensors().size() != plan.tensors().size()) Fail(out, ": tensor count mismatch on re-reading");
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
 }
 
