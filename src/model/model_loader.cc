@@ -117,9 +117,14 @@ std::vector<WeightMatrix> ModelLoader::Experts(const std::string& name, int64_t 
   return experts;
 }
 
-void ModelLoader::FusedGateUpExperts(const std::string& name, int64_t n_in, int64_t n_ff, int64_t n_expert,
-                                     std::vector<WeightMatrix>& gate, std::vector<WeightMatrix>& up) const {
-  const std::vector<WeightMatrix> fused = Experts(name, n_in, 2 * n_ff, n_expert);
+void ModelLoader::GateUpExperts(int il, int64_t n_in, int64_t n_ff, int64_t n_expert, std::vector<WeightMatrix>& gate,
+                                std::vector<WeightMatrix>& up) const {
+  if (Find(BlockName(il, "ffn_gate_up_exps.weight")) == nullptr) {
+    gate = Experts(BlockName(il, "ffn_gate_exps.weight"), n_in, n_ff, n_expert);
+    up = Experts(BlockName(il, "ffn_up_exps.weight"), n_in, n_ff, n_expert);
+    return;
+  }
+  const std::vector<WeightMatrix> fused = Experts(BlockName(il, "ffn_gate_up_exps.weight"), n_in, 2 * n_ff, n_expert);
   gate.resize(n_expert);
   up.resize(n_expert);
   for (int64_t e = 0; e < n_expert; ++e) {
@@ -130,16 +135,14 @@ void ModelLoader::FusedGateUpExperts(const std::string& name, int64_t n_in, int6
   }
 }
 
-CommonKeys ReadCommonKeys(const ModelLoader& loader) {
-  CommonKeys k;
-  k.n_embd = loader.PositiveInt("embedding_length");
-  k.n_layer = loader.PositiveInt("block_count");
-  k.n_ctx_train = loader.PositiveInt("context_length");
-  k.norm_eps = loader.F32("attention.layer_norm_rms_epsilon");
-  if (!(k.norm_eps >= 0.0f) || !std::isfinite(k.norm_eps)) {
-    loader.Fail(loader.Key("attention.layer_norm_rms_epsilon"), " = ", k.norm_eps, " is out of range");
+void ReadCommonKeys(const ModelLoader& loader, HParams& hp) {
+  hp.n_embd = loader.PositiveInt("embedding_length");
+  hp.n_layer = loader.PositiveInt("block_count");
+  hp.n_ctx_train = loader.PositiveInt("context_length");
+  hp.norm_eps = loader.F32("attention.layer_norm_rms_epsilon");
+  if (!(hp.norm_eps >= 0.0f) || !std::isfinite(hp.norm_eps)) {
+    loader.Fail(loader.Key("attention.layer_norm_rms_epsilon"), " = ", hp.norm_eps, " is out of range");
   }
-  return k;
 }
 
 ExpertKeys ReadExpertKeys(const ModelLoader& loader, int n_ff_dense) {

@@ -17,6 +17,9 @@
 
 namespace kakeya {
 
+class Model;
+struct HParams;
+
 class ModelLoader {
  public:
   ModelLoader(const GgufFile& gguf, std::string_view arch) : gguf_(gguf), arch_(arch) {}
@@ -52,10 +55,11 @@ class ModelLoader {
   // The n_expert matrices [n_in, n_out] of a 3-D expert tensor [n_in, n_out, n_expert].
   std::vector<WeightMatrix> Experts(const std::string& name, int64_t n_in, int64_t n_out,
                                     int64_t n_expert) const;
-  // A fused gate_up expert tensor [n_in, 2 * n_ff, n_expert]: each expert's
-  // first n_ff rows are its gate, the next n_ff its up.
-  void FusedGateUpExperts(const std::string& name, int64_t n_in, int64_t n_ff, int64_t n_expert,
-                          std::vector<WeightMatrix>& gate, std::vector<WeightMatrix>& up) const;
+  // Layer il's expert gates and ups: a fused ffn_gate_up_exps [n_in, 2 * n_ff,
+  // n_expert] (each expert's first n_ff rows its gate, the next n_ff its up),
+  // or ffn_gate_exps and ffn_up_exps.
+  void GateUpExperts(int il, int64_t n_in, int64_t n_ff, int64_t n_expert, std::vector<WeightMatrix>& gate,
+                     std::vector<WeightMatrix>& up) const;
 
   template <typename... Args>
   [[noreturn]] void Fail(Args&&... args) const {
@@ -68,15 +72,10 @@ class ModelLoader {
   std::string_view arch_;
 };
 
-// Keys shared by every architecture: embedding width, layer count, training
-// context and the RMSNorm epsilon (FORMATS.md 3.1).
-struct CommonKeys {
-  int n_embd;
-  int n_layer;  // block_count, NextN layers included
-  int n_ctx_train;
-  float norm_eps;
-};
-CommonKeys ReadCommonKeys(const ModelLoader& loader);
+// Keys shared by every architecture, into hp: embedding width, layer count
+// (block_count, NextN layers included), training context and the RMSNorm
+// epsilon (FORMATS.md 3.1).
+void ReadCommonKeys(const ModelLoader& loader, HParams& hp);
 
 // The mixture-of-experts keys (expert_count, expert_used_count,
 // expert_feed_forward_length: absent, the dense n_ff / expert_used_count as
@@ -109,7 +108,6 @@ enum class QkNorm { kNone, kOptional, kRequired };
 // and, as `qk_norm` says, attn_q_norm/attn_k_norm; shapes from L.attn.
 void BindAttention(const ModelLoader& loader, int il, int n_embd, QkNorm qk_norm, Layer& L);
 // token_embd, output_norm and output (absent or `tied`: token_embd).
-class Model;
 void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied);
 // blk.<il>.ffn_{gate,up,down}<suffix>: [n_embd, n_ff] x2 and [n_ff, n_embd].
 DenseFfn BindDenseFfn(const ModelLoader& loader, int il, int n_embd, int n_ff, std::string_view suffix = "");

@@ -12,12 +12,8 @@ namespace kakeya {
 namespace {
 
 void LoadGemma(const ModelLoader& loader, Model& model, bool gemma2) {
-  const CommonKeys common = ReadCommonKeys(loader);
   HParams& hp = model.mutable_hparams();
-  hp.n_embd = common.n_embd;
-  hp.n_layer = common.n_layer;
-  hp.n_ctx_train = common.n_ctx_train;
-  hp.norm_eps = common.norm_eps;
+  ReadCommonKeys(loader, hp);
   hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
   const int n_ff = loader.PositiveInt("feed_forward_length");

@@ -15,12 +15,8 @@ namespace kakeya {
 namespace {
 
 void LoadGemma4(const ModelLoader& loader, Model& model) {
-  const CommonKeys common = ReadCommonKeys(loader);
   HParams& hp = model.mutable_hparams();
-  hp.n_embd = common.n_embd;
-  hp.n_layer = common.n_layer;
-  hp.n_ctx_train = common.n_ctx_train;
-  hp.norm_eps = common.norm_eps;
+  ReadCommonKeys(loader, hp);
   hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
   hp.final_softcap = loader.FindF32("final_logit_softcapping").value_or(30.0f);  // absent: llama.cpp's default
   hp.n_embd_per_layer = static_cast<int>(loader.FindU32("embedding_length_per_layer_input").value_or(0));
@@ -118,13 +114,7 @@ void LoadGemma4(const ModelLoader& loader, Model& model) {
       m.n_used = experts.n_used;
       m.router = loader.Matrix(BlockName(il, "ffn_gate_inp.weight"), n_embd, m.n_expert);
       L.router_input_scale = loader.Vector(BlockName(il, "ffn_gate_inp.scale"), n_embd);
-      if (loader.Find(BlockName(il, "ffn_gate_up_exps.weight")) != nullptr) {
-        loader.FusedGateUpExperts(BlockName(il, "ffn_gate_up_exps.weight"), n_embd, experts.n_ff, m.n_expert,
-                                  m.gate, m.up);
-      } else {
-        m.gate = loader.Experts(BlockName(il, "ffn_gate_exps.weight"), n_embd, experts.n_ff, m.n_expert);
-        m.up = loader.Experts(BlockName(il, "ffn_up_exps.weight"), n_embd, experts.n_ff, m.n_expert);
-      }
+      loader.GateUpExperts(il, n_embd, experts.n_ff, m.n_expert, m.gate, m.up);
       m.down = loader.Experts(BlockName(il, "ffn_down_exps.weight"), experts.n_ff, n_embd, m.n_expert);
       m.expert_scale = loader.OptionalVector(BlockName(il, "ffn_down_exps.scale"), m.n_expert);
       L.post_ffn_norm_dense = loader.Vector(BlockName(il, "post_ffw_norm_1.weight"), n_embd);

@@ -31,29 +31,21 @@ void BindGlmLayer(const ModelLoader& loader, const HParams& hp, const AttentionK
   if (m.weight_scale == 0.0f) m.weight_scale = 1.0f;  // absent or 0: 1, as llama.cpp
   m.router = loader.Matrix(BlockName(il, "ffn_gate_inp.weight"), hp.n_embd, m.n_expert);
   m.selection_bias = loader.Vector(BlockName(il, "exp_probs_b.bias"), m.n_expert);
-  if (loader.Find(BlockName(il, "ffn_gate_up_exps.weight")) != nullptr) {
-    loader.FusedGateUpExperts(BlockName(il, "ffn_gate_up_exps.weight"), hp.n_embd, experts.n_ff, m.n_expert, m.gate,
-                              m.up);
-  } else {
-    m.gate = loader.Experts(BlockName(il, "ffn_gate_exps.weight"), hp.n_embd, experts.n_ff, m.n_expert);
-    m.up = loader.Experts(BlockName(il, "ffn_up_exps.weight"), hp.n_embd, experts.n_ff, m.n_expert);
-  }
+  loader.GateUpExperts(il, hp.n_embd, experts.n_ff, m.n_expert, m.gate, m.up);
   m.down = loader.Experts(BlockName(il, "ffn_down_exps.weight"), experts.n_ff, hp.n_embd, m.n_expert);
   if (n_shared > 0) L.shared_expert = BindDenseFfn(loader, il, hp.n_embd, experts.n_ff * n_shared, "_shexp");
 }
 
 void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
-  const CommonKeys common = ReadCommonKeys(loader);
   HParams& hp = model.mutable_hparams();
-  hp.n_embd = common.n_embd;
-  hp.n_ctx_train = common.n_ctx_train;
-  hp.norm_eps = common.norm_eps;
+  ReadCommonKeys(loader, hp);
+  const int n_blocks = hp.n_layer;  // the trunk, then the NextN layers
   const int n_nextn = static_cast<int>(loader.FindU32("nextn_predict_layers").value_or(0));
-  if (n_nextn >= common.n_layer) {
-    loader.Fail(loader.Key("nextn_predict_layers"), " = ", n_nextn, " leaves no trunk layer (block_count ",
-                common.n_layer, ")");
+  if (n_nextn >= n_blocks) {
+    loader.Fail(loader.Key("nextn_predict_layers"), " = ", n_nextn, " leaves no trunk layer (block_count ", n_blocks,
+                ")");
   }
-  hp.n_layer = common.n_layer - n_nextn;
+  hp.n_layer = n_blocks - n_nextn;
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
   const int n_ff = loader.PositiveInt("feed_forward_length");
   const ExpertKeys experts = ReadExpertKeys(loader, n_ff);
@@ -70,7 +62,7 @@ void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
   for (int il = 0; il < hp.n_layer; ++il) {
     BindGlmLayer(loader, hp, attn, experts, n_ff, n_dense_lead, n_shared, gating, il, model.layers[il]);
   }
-  for (int il = hp.n_layer; il < common.n_layer; ++il) {
+  for (int il = hp.n_layer; il < n_blocks; ++il) {
     NextnLayer& N = model.nextn.emplace_back();
     BindGlmLayer(loader, hp, attn, experts, n_ff, n_dense_lead, n_shared, gating, il, N.layer);
     N.layer.attn.kv_layer = 0;  // its own cache, kept by the drafter that runs it

@@ -16,12 +16,8 @@ struct Variant {
 };
 
 void LoadLlamaFamily(const ModelLoader& loader, Model& model, const Variant& v) {
-  const CommonKeys common = ReadCommonKeys(loader);
   HParams& hp = model.mutable_hparams();
-  hp.n_embd = common.n_embd;
-  hp.n_layer = common.n_layer;
-  hp.n_ctx_train = common.n_ctx_train;
-  hp.norm_eps = common.norm_eps;
+  ReadCommonKeys(loader, hp);
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
   const int n_ff = v.experts ? static_cast<int>(loader.FindU32("feed_forward_length").value_or(0))
                              : loader.PositiveInt("feed_forward_length");
