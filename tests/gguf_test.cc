@@ -306,6 +306,35 @@ TEST(GgufWriter, RejectsInvalidInput) {
   ExpectError([&] { w.SetArray("a", GgufType::kString, buf.data(), 1); }, "SetArray");
 }
 
+// A tensor filled at write time gives the file an AddTensor of the same bytes
+// gives, in memory and on disk, and gets AddTensor's checks.
+TEST(GgufWriter, TensorsFilledAtWriteAreTheSameFile) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  GgufWriter given, filled;
+  for (GgufWriter* w : {&given, &filled}) w->SetString("general.architecture", "llama");
+  given.AddTensor("a", DType::kF32, {2, 3}, x.data(), 24);
+  given.AddTensor("b", DType::kF32, {1}, x.data(), 4);
+  int fills = 0;
+  filled.AddTensorFilledAtWrite("a", DType::kF32, {2, 3}, [&](uint8_t* out) {
+    ++fills;
+    std::memcpy(out, x.data(), 24);
+  });
+  filled.AddTensorFilledAtWrite("b", DType::kF32, {1}, [&](uint8_t* out) { std::memcpy(out, x.data(), 4); });
+  EXPECT_EQ(filled.Serialize(), given.Serialize());
+  const fs::path path =
+      fs::temp_directory_path() / ("kakeya_gguf_filled_" + std::to_string(getpid()) + ".gguf");
+  filled.Write(path.string());
+  {
+    std::ifstream in(path, std::ios::binary);
+    const std::vector<uint8_t> written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(written, given.Serialize());
+  }
+  fs::remove(path);
+  EXPECT_EQ(fills, 2);  // once per Serialize or Write
+  ExpectError([&] { filled.AddTensorFilledAtWrite("a", DType::kF32, {1}, nullptr); }, "duplicate");
+  ExpectError([&] { filled.AddTensorFilledAtWrite("q", DType::kQ8_0, {31}, nullptr); }, "block size");
+}
+
 TEST(GgufWriter, WritesAndOpensAFile) {
   // The pid keeps concurrent runs from different build directories apart.
   const fs::path path =

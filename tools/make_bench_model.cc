@@ -29,8 +29,8 @@
 //   make-bench-model OUT.gguf --arch qwen3moe --embd 1024 --layers 12 --heads 16 --kv-heads 4
 //       --vocab 32000 --experts 64 --experts-used 8 --ff-exp 512 --type Q8_0
 //
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (every matrix; vectors
-// stay F32) or the mixes Q4_K_M and Q5_K_M. For llama the mixes follow
+// Types (bench_model_types.cc): F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
+// (every matrix; vectors stay F32) or the mixes Q4_K_M and Q5_K_M. For llama the mixes follow
 // llama.cpp's recipe in spirit: Q4_K (Q5_K) matrices, Q6_K for every ffn_down
 // and attn_v, Q6_K output; token_embd Q4_K (Q5_K). For qwen3moe and gemma4 they
 // follow llama-quantize (src/llama-quant.cpp, llama_tensor_get_type_impl) more
@@ -54,9 +54,9 @@
 // tied gemma token_embd sd 0.003 and output_norm ~4/(0.003 sqrt(n_embd)).
 // The vocabulary is a SentencePiece filler vocabulary for every architecture.
 //
-// The file is streamed: the header (metadata from GgufWriter, then the tensor
-// table) is written first, then each tensor is generated and written in turn,
-// so memory holds one tensor at a time (a 6-layer gemma4 Q8_0 is ~6 GB).
+// Each tensor is generated while the file is written
+// (GgufWriter::AddTensorFilledAtWrite), so memory holds one tensor at a time
+// (a 6-layer gemma4 Q8_0 is ~6 GB).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -67,11 +67,13 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/dequant.h"
+#include "bench_model_types.h"
 
 namespace kakeya {
 namespace {
@@ -105,116 +107,6 @@ struct Shape {
   int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 };
 
-// The types --type names directly (by their GGUF names); Q4_K_M and Q5_K_M
-// mix types by role.
-constexpr DType kSingleTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                                  DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1};
-
-bool IsKMix(const std::string& s) { return s == "Q4_K_M" || s == "Q5_K_M"; }
-
-void CheckType(const std::string& s) {
-  for (DType t : kSingleTypes) {
-    if (NameOf(t) == s) return;
-  }
-  if (IsKMix(s)) return;
-  Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M)");
-}
-
-// llama: the recipe this tool has always used (kept so that bench files and
-// results stay comparable).
-DType ParseType(const std::string& s, const std::string& role) {
-  for (DType t : kSingleTypes) {
-    if (NameOf(t) == s) return t;
-  }
-  if (IsKMix(s)) {
-    if (role == "ffn_down" || role == "attn_v" || role == "output") return DType::kQ6_K;
-    return s == "Q4_K_M" ? DType::kQ4_K : DType::kQ5_K;
-  }
-  Fail("unknown --type ", s, " (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M)");
-}
-
-// llama.cpp's LLAMA_FTYPE_* for general.file_type.
-uint32_t FileType(const std::string& s) {
-  if (s == "F32") return 0;
-  if (s == "F16") return 1;
-  if (s == "Q4_0") return 2;
-  if (s == "Q4_1") return 3;
-  if (s == "Q8_0") return 7;
-  if (s == "Q5_0") return 8;
-  if (s == "Q5_1") return 9;
-  if (s == "Q4_K_M") return 15;
-  if (s == "Q5_K_M") return 17;
-  return 32;  // BF16
-}
-
-// llama-quantize's use_more_bits: the first and last eighth of the layers and
-// every third one in between get more bits.
-bool UseMoreBits(int i_layer, int n_layers) {
-  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
-}
-
-// llama-quantize's tensor_type_fallback: a matrix whose n_in is not a multiple
-// of its type's block gets a 32-block type instead, or F16.
-DType Fallback(DType t, int64_t n_in) {
-  if (n_in % TraitsOf(t).block_elems == 0) return t;
-  DType r = t;
-  switch (t) {
-    case DType::kQ4_K: r = DType::kQ5_0; break;
-    case DType::kQ5_K: r = DType::kQ5_1; break;
-    case DType::kQ6_K: r = DType::kQ8_0; break;
-    default: break;
-  }
-  if (n_in % TraitsOf(r).block_elems != 0) r = DType::kF16;
-  return r;
-}
-
-// Role of a matrix for the MoE architectures' type choice.
-enum class Role { kTokenEmbd, kOutput, kAttnQ, kAttnK, kAttnV, kAttnOut, kFfnGateUp, kFfnDown, kRouter };
-
-struct MoeTypePicker {
-  std::string type;
-  int n_layer = 0, n_expert = 0, n_attn_v = 0;  // n_attn_v: attn_v tensors in the file
-  bool tied = false;
-  int i_attn_v = 0;  // attn_v tensors typed so far (llama-quantize's i_attention_wv)
-
-  DType Pick(Role role, int il, int64_t n_in) {
-    if (role == Role::kRouter) return DType::kF32;
-    DType t = DType::kF32;
-    if (!IsKMix(type)) {
-      t = ParseType(type, "");
-    } else {
-      const bool q4 = type == "Q4_K_M";
-      t = q4 ? DType::kQ4_K : DType::kQ5_K;
-      switch (role) {
-        case Role::kOutput: t = DType::kQ6_K; break;
-        case Role::kTokenEmbd:
-          if (tied) t = DType::kQ6_K;
-          break;
-        case Role::kAttnV:
-          if (UseMoreBits(i_attn_v, n_attn_v)) t = DType::kQ6_K;
-          if (n_expert == 8) t = DType::kQ8_0;
-          ++i_attn_v;
-          break;
-        case Role::kAttnK:
-          if (n_expert == 8) t = DType::kQ8_0;
-          break;
-        case Role::kAttnOut:
-          if (n_expert == 8 && q4) t = DType::kQ5_K;
-          break;
-        case Role::kFfnDown:
-          if (UseMoreBits(il, n_layer)) t = DType::kQ6_K;
-          break;
-        default: break;
-      }
-      // Output (and a tied token_embd) of a shape a 256-block does not fit: Q8_0.
-      if ((role == Role::kOutput || (role == Role::kTokenEmbd && tied)) && n_in % 256 != 0) {
-        t = DType::kQ8_0;
-      }
-    }
-    return Fallback(t, n_in);
-  }
-};
-
 // Fills n_rows rows of n_in N(mean, stddev) values converted to `type` into
 // `out`, row by row on all cores (a 1.25B model is ~5 G random numbers).
 void RandomRows(DType type, int64_t n_in, int64_t n_rows, float mean, float stddev, uint64_t seed,
@@ -236,39 +128,31 @@ void RandomRows(DType type, int64_t n_in, int64_t n_rows, float mean, float stdd
   for (auto& th : threads) th.join();
 }
 
-// One tensor of the file: its table entry and how to make its bytes.
-struct Planned {
-  std::string name;
-  DType type;
-  std::vector<int64_t> ne;
-  uint64_t nbytes = 0;
-  std::function<void(uint8_t*)> fill;
-  double active = 1.0;  // fraction of it read per decoded token (experts: used / n_expert)
-};
-
+// The tensors of the file, generated one at a time while it is written
+// (GgufWriter::AddTensorFilledAtWrite), so memory holds one tensor, not a
+// model of several GB; and what they add up to.
 class Plan {
  public:
-  // A matrix (2-D, or 3-D with ne[2] experts) of N(mean, sd) values.
+  explicit Plan(GgufWriter& w) : w_(w) {}
+
+  // A matrix (2-D, or 3-D with ne[2] experts) of N(mean, sd) values, of
+  // which `active` is read per decoded token (experts: used / n_expert).
   void Random(const std::string& name, DType type, std::vector<int64_t> ne, float mean, float sd,
               double active = 1.0) {
     const uint64_t seed = seed_++;
     int64_t rows = 1;
     for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
     const int64_t n_in = ne[0];
-    Add(name, type, std::move(ne), active, [=](uint8_t* out) {
+    const bool matrix = ne.size() >= 2;
+    Add(name, type, std::move(ne), active, [=, this](uint8_t* out) {
+      if (matrix) Progress(name);
       RandomRows(type, n_in, rows, mean, sd, seed, out);
     });
   }
   // An F32 vector: exactly `value` everywhere if sd == 0, else N(value, sd).
   void Vector(const std::string& name, int64_t n, float value, float sd = 0.0f) {
-    if (sd == 0.0f) {
-      Add(name, DType::kF32, {n}, 1.0, [=](uint8_t* out) {
-        const std::vector<float> v(n, value);
-        std::memcpy(out, v.data(), n * sizeof(float));
-      });
-    } else {
-      Random(name, DType::kF32, {n}, value, sd);
-    }
+    if (sd != 0.0f) return Random(name, DType::kF32, {n}, value, sd);
+    Values(name, std::vector<float>(n, value));
   }
   void Values(const std::string& name, std::vector<float> v) {
     const int64_t n = static_cast<int64_t>(v.size());
@@ -276,87 +160,36 @@ class Plan {
       std::memcpy(out, v.data(), v.size() * sizeof(float));
     });
   }
-  const std::vector<Planned>& tensors() const { return tensors_; }
+
+  int n_tensors() const { return n_tensors_; }
+  double params() const { return params_; }
+  double bytes() const { return bytes_; }
+  double active_params() const { return active_params_; }
+  double active_bytes() const { return active_bytes_; }
 
  private:
   void Add(const std::string& name, DType type, std::vector<int64_t> ne, double active,
            std::function<void(uint8_t*)> fill) {
-    // The checks GgufWriter::AddTensor makes.
-    if (name.size() > 63) Fail("tensor '", name, "': name longer than 63 bytes");
-    const DTypeTraits tr = TraitsOf(type);
-    if (ne[0] % tr.block_elems != 0) {
-      Fail("tensor '", name, "': ne[0] = ", ne[0], " is not a multiple of the ", tr.name,
-           " block size ", tr.block_elems);
-    }
-    uint64_t nbytes = static_cast<uint64_t>(RowBytes(type, ne[0]));
-    for (size_t d = 1; d < ne.size(); ++d) nbytes *= static_cast<uint64_t>(ne[d]);
-    tensors_.push_back({name, type, std::move(ne), nbytes, std::move(fill), active});
+    double n = 1;
+    for (int64_t d : ne) n *= static_cast<double>(d);
+    const double nbytes = n / TraitsOf(type).block_elems * TraitsOf(type).block_bytes;
+    w_.AddTensorFilledAtWrite(name, type, std::move(ne), std::move(fill));
+    ++n_tensors_;
+    params_ += n;
+    bytes_ += nbytes;
+    active_params_ += active * n;
+    active_bytes_ += active * nbytes;
+  }
+  // "[  12/ 147] blk.0.ffn_up.weight" on a terminal, overwritten in place.
+  void Progress(const std::string& name) {
+    if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r[%4d/%4d] %-40s", ++written_, n_tensors_, name.c_str());
   }
 
-  std::vector<Planned> tensors_;
+  GgufWriter& w_;
   uint64_t seed_ = 1;
+  int n_tensors_ = 0, written_ = 0;
+  double params_ = 0, bytes_ = 0, active_params_ = 0, active_bytes_ = 0;
 };
-
-// Streams a GGUF v3 file: the metadata as GgufWriter encodes it (a writer
-// without tensors serializes to exactly the header and the key-value pairs),
-// then the tensor table and the data at 32-byte alignment, the layout
-// GgufWriter::Write produces; each tensor is generated just before it is
-// written.
-void WriteStreaming(const std::string& path, const GgufWriter& kv, const Plan& plan) {
-  constexpr uint64_t kAlign = 32;
-  auto align_up = [](uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; };
-  std::vector<uint8_t> header = kv.Serialize();  // "GGUF", version, n_tensors = 0, n_kv, kvs
-  const std::vector<Planned>& tensors = plan.tensors();
-  const uint64_t n_tensors = tensors.size();
-  std::memcpy(header.data() + 8, &n_tensors, sizeof n_tensors);
-  auto put = [&header](const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    header.insert(header.end(), b, b + n);
-  };
-  uint64_t offset = 0, total = 0;
-  for (const Planned& t : tensors) {
-    const uint64_t len = t.name.size();
-    put(&len, sizeof len);
-    put(t.name.data(), t.name.size());
-    const uint32_t n_dims = static_cast<uint32_t>(t.ne.size());
-    put(&n_dims, sizeof n_dims);
-    put(t.ne.data(), t.ne.size() * sizeof(int64_t));
-    const uint32_t type = static_cast<uint32_t>(t.type);
-    put(&type, sizeof type);
-    put(&offset, sizeof offset);
-    offset += align_up(t.nbytes);
-    total += t.nbytes;
-  }
-  if (n_tensors > 0) header.resize(align_up(header.size()), 0);
-
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) Fail("cannot create ", path, ": ", std::strerror(errno));
-  auto write = [&](const void* p, size_t n) {
-    if (n != 0 && std::fwrite(p, 1, n, f) != n) {
-      const int err = errno;
-      std::fclose(f);
-      Fail("cannot write ", path, ": ", std::strerror(err));
-    }
-  };
-  write(header.data(), header.size());
-  std::vector<uint8_t> buf;
-  const uint8_t zeros[kAlign] = {};
-  uint64_t done = 0;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Planned& t = tensors[i];
-    if (t.ne.size() >= 2) {  // progress, per matrix
-      std::fprintf(stderr, "\r[%4zu/%4zu] %-36s %7.2f / %.2f GB", i + 1, tensors.size(), t.name.c_str(),
-                   done / 1e9, total / 1e9);
-    }
-    buf.resize(t.nbytes);
-    t.fill(buf.data());
-    write(buf.data(), buf.size());
-    write(zeros, align_up(t.nbytes) - t.nbytes);
-    done += t.nbytes;
-  }
-  if (std::fclose(f) != 0) Fail("cannot write ", path, ": ", std::strerror(errno));
-  std::fprintf(stderr, "\r%-80s\r", "");
-}
 
 void AddVocab(GgufWriter& w, int n_vocab) {
   // A SentencePiece vocabulary: <unk>, <s>, </s>, 256 byte tokens, then filler
@@ -683,30 +516,22 @@ int Main(int argc, char** argv) {
   }
 
   GgufWriter w;
-  Plan plan;
+  Plan plan(w);
   switch (arch) {
     case Arch::kLlama: PlanLlama(w, plan, s, type, shape_name); break;
     case Arch::kQwen3Moe: PlanQwen3Moe(w, plan, s, type); break;
     case Arch::kGemma4: PlanGemma4(w, plan, s, type); break;
   }
-
-  uint64_t bytes = 0, params = 0;
-  double active_bytes = 0, active_params = 0;
-  for (const Planned& t : plan.tensors()) {
-    int64_t n = 1;
-    for (int64_t d : t.ne) n *= d;
-    bytes += t.nbytes;
-    params += n;
-    active_bytes += t.active * t.nbytes;
-    active_params += t.active * n;
-  }
-  std::fprintf(stderr, "%s: %s %s, %zu tensors, %.3fB weights (%.2f GB), active per token %.3fB (%.2f GB)\n",
-               out.c_str(), arch_name.c_str(), type.c_str(), plan.tensors().size(), params / 1e9, bytes / 1e9,
-               active_params / 1e9, active_bytes / 1e9);
-  WriteStreaming(out, w, plan);
+  std::fprintf(stderr, "%s: %s %s, %d tensors, %.3fB weights (%.2f GB), active per token %.3fB (%.2f GB)\n",
+               out.c_str(), arch_name.c_str(), type.c_str(), plan.n_tensors(), plan.params() / 1e9,
+               plan.bytes() / 1e9, plan.active_params() / 1e9, plan.active_bytes() / 1e9);
+  w.Write(out);
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%-60s\r", "");
   // Read it back: the same validation every loader of ours applies.
   const auto file = GgufFile::Open(out);
-  if (file->tensors().size() != plan.tensors().size()) Fail(out, ": tensor count mismatch on re-reading");
+  if (static_cast<int>(file->tensors().size()) != plan.n_tensors()) {
+    Fail(out, ": tensor count mismatch on re-reading");
+  }
   std::fprintf(stderr, "wrote %s\n", out.c_str());
   return 0;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -152,6 +153,10 @@ class GgufWriter {
   // `data` must hold RowBytes(type, ne[0]) * ne[1] * ne[2] * ne[3] bytes.
   void AddTensor(std::string name, DType type, std::vector<int64_t> ne,
                  const void* data, size_t nbytes);
+  // A tensor whose bytes `fill` writes (all of them) when the file is
+  // written, one tensor at a time: tools write models larger than memory.
+  void AddTensorFilledAtWrite(std::string name, DType type, std::vector<int64_t> ne,
+                              std::function<void(uint8_t*)> fill);
   void set_alignment(uint32_t a);  // also written as general.alignment
   // Throws Error on I/O failure.
   void Write(const std::string& path) const;
@@ -166,8 +171,12 @@ class GgufWriter {
     std::string name;
     DType type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> bytes;
+    uint64_t nbytes;
+    std::vector<uint8_t> bytes;            // the data, or empty and:
+    std::function<void(uint8_t*)> fill;    // AddTensorFilledAtWrite
   };
+  // Checks a new tensor's name, dims and type; returns its byte size.
+  uint64_t CheckNewTensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const;
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;
 };

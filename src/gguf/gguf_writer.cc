@@ -172,8 +172,7 @@ void GgufWriter::SetArray(std::string key, GgufType elem_type, const void* data,
   SetEncoded(kvs_, std::move(key), std::move(bytes));
 }
 
-void GgufWriter::AddTensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
-                           size_t nbytes) {
+uint64_t GgufWriter::CheckNewTensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const {
   const std::string where = StrCat("GgufWriter: tensor '", name, "': ");
   if (name.size() > kMaxTensorNameBytes) {
     Fail(where, "name is ", name.size(), " bytes; llama.cpp allows at most ", kMaxTensorNameBytes);
@@ -195,12 +194,24 @@ void GgufWriter::AddTensor(std::string name, DType type, std::vector<int64_t> ne
       Fail(where, "byte size overflows 64 bits");
     }
   }
+  return expected;
+}
+
+void GgufWriter::AddTensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
+                           size_t nbytes) {
+  const uint64_t expected = CheckNewTensor(name, type, ne);
   if (nbytes != expected) {
-    Fail(where, "got ", nbytes, " bytes of data, but ", traits.name,
+    Fail("GgufWriter: tensor '", name, "': got ", nbytes, " bytes of data, but ", TraitsOf(type).name,
          " with these dimensions needs ", expected);
   }
   const auto* bytes = static_cast<const uint8_t*>(data);
-  tensors_.push_back({std::move(name), type, std::move(ne), {bytes, bytes + nbytes}});
+  tensors_.push_back({std::move(name), type, std::move(ne), expected, {bytes, bytes + nbytes}, nullptr});
+}
+
+void GgufWriter::AddTensorFilledAtWrite(std::string name, DType type, std::vector<int64_t> ne,
+                                        std::function<void(uint8_t*)> fill) {
+  const uint64_t nbytes = CheckNewTensor(name, type, ne);
+  tensors_.push_back({std::move(name), type, std::move(ne), nbytes, {}, std::move(fill)});
 }
 
 std::vector<uint8_t> GgufWriter::SerializeHeader() const {
@@ -221,7 +232,7 @@ std::vector<uint8_t> GgufWriter::SerializeHeader() const {
     for (const int64_t n : t.ne) sink.Put(n);
     sink.Put(static_cast<uint32_t>(t.type));
     sink.Put(offset);
-    offset += AlignUp(t.bytes.size(), alignment_);
+    offset += AlignUp(t.nbytes, alignment_);
   }
   // FORMATS.md 1.5: the data section is aligned, but no padding without tensors.
   if (!tensors_.empty()) sink.PadTo(alignment_);
@@ -232,7 +243,12 @@ std::vector<uint8_t> GgufWriter::Serialize() const {
   std::vector<uint8_t> out = SerializeHeader();
   ByteSink sink(out);
   for (const Tensor& t : tensors_) {
-    sink.PutBytes(t.bytes.data(), t.bytes.size());
+    if (t.fill) {
+      out.resize(out.size() + t.nbytes);
+      t.fill(out.data() + out.size() - t.nbytes);
+    } else {
+      sink.PutBytes(t.bytes.data(), t.bytes.size());
+    }
     sink.PadTo(alignment_);
   }
   return out;
@@ -247,10 +263,17 @@ void GgufWriter::Write(const std::string& path) const {
   const std::vector<uint8_t> header = SerializeHeader();
   const std::vector<uint8_t> zeros(alignment_, 0);
   bool written = put(header.data(), header.size());
+  std::vector<uint8_t> filled;  // one AddTensorFilledAtWrite tensor at a time
   for (const Tensor& t : tensors_) {
     if (!written) break;
-    const size_t padding = AlignUp(t.bytes.size(), alignment_) - t.bytes.size();
-    written = put(t.bytes.data(), t.bytes.size()) && put(zeros.data(), padding);
+    const uint8_t* data = t.bytes.data();
+    if (t.fill) {
+      filled.resize(t.nbytes);
+      t.fill(filled.data());
+      data = filled.data();
+    }
+    const size_t padding = AlignUp(t.nbytes, alignment_) - t.nbytes;
+    written = put(data, t.nbytes) && put(zeros.data(), padding);
   }
   const int write_errno = errno;
   if (std::fclose(f) != 0 || !written) {
