@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "gguf/gguf.h"
 #include "gguf_copy.h"
+#include "test_files.h"
 #include "kernels/cpu/dequant.h"
 #include "model/model.h"
 
@@ -50,18 +51,6 @@ CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
   return {code, out};
 }
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("kakeya_cli_test_" + std::to_string(getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string File(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
 // A tiny llama written from scratch, with hooks to break it in one place.
 struct TinyModelSpec {
   std::string arch = "llama";
@@ -83,24 +72,7 @@ void WriteTinyModel(const TinyModelSpec& spec, const std::string& path) {
   w.SetU32(a + "attention.head_count", n_head);
   w.SetU32(a + "attention.head_count_kv", n_head);
   if (!spec.drop_eps) w.SetF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char piece[8];
-    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
-    tokens.push_back(piece);
-    types.push_back(6);
-  }
-  while (tokens.size() < n_vocab) {
-    tokens.push_back("\xE2\x96\x81w" + std::to_string(tokens.size()));
-    types.push_back(1);
-  }
-  w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", tokens);
-  w.SetF32Array("tokenizer.ggml.scores", std::vector<float>(tokens.size(), 0.0f));
-  w.SetI32Array("tokenizer.ggml.token_type", types);
-  w.SetU32("tokenizer.ggml.bos_token_id", 1);
-  w.SetU32("tokenizer.ggml.eos_token_id", 2);
+  AddFillerVocabulary(w, n_vocab);
 
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.2f);
@@ -133,19 +105,8 @@ void WriteTinyModel(const TinyModelSpec& spec, const std::string& path) {
   w.Write(path);
 }
 
-// Model::Load must throw kakeya::Error whose message contains `needle`.
-void ExpectLoadError(const std::string& path, const std::string& needle) {
-  try {
-    Model::Load(path);
-    ADD_FAILURE() << "loading " << path << " succeeded; expected an error about " << needle;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message: " << e.what() << "\nexpected to mention: " << needle;
-  }
-}
-
 TEST(ModelLoad, TheUnbrokenTinyModelLoadsAndRuns) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string path = dir.File("ok.gguf");
   WriteTinyModel({}, path);
   const auto model = Model::Load(path);
@@ -156,35 +117,35 @@ TEST(ModelLoad, TheUnbrokenTinyModelLoadsAndRuns) {
 }
 
 TEST(ModelLoad, MissingTensorIsNamed) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string path = dir.File("missing.gguf");
   WriteTinyModel({.skip_tensor = "blk.0.ffn_up.weight"}, path);
   ExpectLoadError(path, "missing tensor 'blk.0.ffn_up.weight'");
 }
 
 TEST(ModelLoad, WrongShapeIsNamed) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string path = dir.File("shape.gguf");
   WriteTinyModel({.misshape_tensor = "blk.0.attn_k.weight"}, path);
   ExpectLoadError(path, "'blk.0.attn_k.weight' has shape [32, 33");
 }
 
 TEST(ModelLoad, UnknownArchitectureListsSupportedOnes) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string path = dir.File("arch.gguf");
   WriteTinyModel({.arch = "mamba"}, path);
   ExpectLoadError(path, "architecture 'mamba' is not supported (supported: llama");
 }
 
 TEST(ModelLoad, MissingHyperParameterIsNamed) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string path = dir.File("eps.gguf");
   WriteTinyModel({.drop_eps = true}, path);
   ExpectLoadError(path, "llama.attention.layer_norm_rms_epsilon");
 }
 
 TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string truncated = dir.File("truncated.gguf");
   {
     std::ifstream in(kTinyLlama, std::ios::binary);
@@ -266,7 +227,7 @@ TEST(Cli, PerplexityScoresEveryTokenButTheFirst) {
 // Without -m, `run` uses the shipped model in $KAKEYA_MODELS_DIR, and that
 // model's draft is its default drafter; a missing default is a clear error.
 TEST(Cli, RunWithoutModelUsesTheShippedPair) {
-  TempDir dir;
+  TempDir dir("cli_test");
   const std::string draft = std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf";
   fs::copy_file(kTinyLlama, dir.File("kakeya-pystdlib.gguf"));
   auto run = [&](const std::string& args) { return RunKakeya(args, "KAKEYA_MODELS_DIR=" + dir.File("")); };

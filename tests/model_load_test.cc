@@ -4,9 +4,6 @@
 // fixtures/models2 models with one thing changed.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -15,39 +12,21 @@
 #include "gguf_copy.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "test_files.h"
 
 namespace kakeya {
 namespace {
 
-namespace fs = std::filesystem;
-
 class ModelLoadTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("kakeya_model_load_test_" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // The fixture `model` with the given edits, as a file in the temp folder.
   std::string Edited(const std::string& model, const MetadataEdit& metadata, const TensorEdit& tensors = nullptr) {
-    const std::string path = (dir_ / (model + "-edited.gguf")).string();
+    const std::string path = dir_.File(model + "-edited.gguf");
     WriteEditedCopy(fixture::ModelPath(model, "models2"), path, metadata, tensors);
     return path;
   }
 
-  // Model::Load(path) must throw an Error whose message contains `needle`.
-  static void ExpectLoadError(const std::string& path, const std::string& needle) {
-    try {
-      Model::Load(path);
-      ADD_FAILURE() << "loading succeeded; expected an error about " << needle;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-          << "message: " << e.what() << "\nexpected to mention: " << needle;
-    }
-  }
-
-  fs::path dir_;
+  TempDir dir_{"model_load_test"};
 };
 
 MetadataEdit SetU32(const std::string& key, uint32_t value) {

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "fixture_util.h"
+#include "reference_math.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "engine/perplexity.h"
@@ -27,6 +28,9 @@
 
 namespace kakeya {
 namespace {
+
+using reference::Accumulate;
+using reference::MatVec;
 
 class ReferenceModel {
  public:
@@ -165,29 +169,8 @@ class ReferenceModel {
     return reinterpret_cast<const float*>(t->data);
   }
 
-  // y[o] = sum_i w[o * n_in + i] * x[i], with n_in = x.size().
-  static std::vector<double> MatVec(const float* w, const std::vector<double>& x, int n_out) {
-    std::vector<double> y(n_out);
-    for (int o = 0; o < n_out; ++o) {
-      const float* row = w + size_t(o) * x.size();
-      double sum = 0;
-      for (size_t i = 0; i < x.size(); ++i) sum += row[i] * x[i];
-      y[o] = sum;
-    }
-    return y;
-  }
-
-  static void Accumulate(std::vector<double>& x, const std::vector<double>& y) {
-    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-  }
-
   std::vector<double> RmsNorm(const std::vector<double>& x, const float* w) const {
-    double ss = 0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / x.size() + eps_);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-    return y;
+    return reference::RmsNorm(x, w, eps_);
   }
 
   void HeadNorm(double* x, const float* w) const {

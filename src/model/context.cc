@@ -58,7 +58,8 @@ std::span<const float> Context::hidden(int t, int i) const {
 }
 
 float Context::routing_margin(int il, int i) const {
-  if (il < 0 || il >= model_.hparams().n_layer || !model_.layers[il].moe.present() || i < 0 || i >= s_->max_rows) {
+  if (il < 0 || il >= model_.hparams().n_layer || !model_.layers[il].moe.present() || i < 0 ||
+      i >= options_.max_batch) {
     return INFINITY;
   }
   return s_->routing_margins.get()[size_t(il) * s_->max_rows + i];

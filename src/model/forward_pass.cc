@@ -84,16 +84,16 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
   matmul = Buffer<uint8_t>(matmul_bytes);
   rope = Buffer<float>(B * ropes.size() * rope_floats);
   if (n_expert > 0) {
-    max_pairs = static_cast<int>(B) * n_used;
+    const size_t max_pairs = B * n_used;
     router_logits = Buffer<float>(B * n_expert);
     chosen_expert = Buffer<int>(max_pairs);
     chosen_weight = Buffer<float>(max_pairs);
     pair_slot = Buffer<int>(max_pairs);
     expert_rows = Buffer<int>(2 * (n_expert + 1));
-    expert_in = Buffer<float>(size_t(max_pairs) * n_embd);
-    expert_gate = Buffer<float>(size_t(max_pairs) * expert_ff);
-    expert_up = Buffer<float>(size_t(max_pairs) * expert_ff);
-    expert_out = Buffer<float>(size_t(max_pairs) * n_embd);
+    expert_in = Buffer<float>(max_pairs * n_embd);
+    expert_gate = Buffer<float>(max_pairs * expert_ff);
+    expert_up = Buffer<float>(max_pairs * expert_ff);
+    expert_out = Buffer<float>(max_pairs * n_embd);
     groups.reserve(2 * n_expert);
     routing_margins = Buffer<float>(B * hp.n_layer);
   }

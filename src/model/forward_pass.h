@@ -57,8 +57,8 @@ struct ForwardBuffers {
   std::vector<int> rope_of_layer;  // index into ropes
   int rope_floats = 0;             // per row and rotation: the widest rotation's dims
   Buffer<float> rope;              // F32 [max_rows, ropes.size(), rope_floats]
-  // Mixtures of experts; a "pair" is one (row, chosen expert).
-  int max_pairs = 0;                  // max_rows * the most experts a row uses
+  // Mixtures of experts; a "pair" is one (row, chosen expert), and max_pairs
+  // is max_rows times the most experts a row uses.
   Buffer<float> router_logits;        // F32 [max_rows, n_expert]
   Buffer<int> chosen_expert;          // [max_pairs] row r's k-th expert at r * n_used + k
   Buffer<float> chosen_weight;        // [max_pairs]

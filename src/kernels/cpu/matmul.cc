@@ -250,15 +250,6 @@ void MatMulGroups(std::span<const MatMulGroup> groups, const float* x, int64_t n
   };
   int64_t n_tasks = 0;
   for (const MatMulGroup& g : groups) n_tasks += tasks_of(g);
-  if (groups.size() == 1) {
-    const MatMulJob job = job_of(groups[0]);
-    const MatMulKernel kernel = KernelFor(target, *groups[0].w);
-    const int64_t chunk = chunk_of(groups[0]);
-    pool.Run(n_tasks, [&](int64_t t, int) {
-      kernel(job, t * chunk, std::min(job.w->n_out, (t + 1) * chunk));
-    });
-    return;
-  }
   pool.Run(n_tasks, [&](int64_t t, int) {
     // The group of task t: a walk over a handful of groups (a mixture's
     // touched experts at most), cheaper than a table the hot loop would
