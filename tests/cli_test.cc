@@ -236,7 +236,12 @@ TEST(Cli, RunWithoutModelUsesTheShippedPair) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"method\":\"ngram\""), std::string::npos) << r.output;
   fs::copy_file(draft, dir.File("kakeya-pystdlib-draft.gguf"));
-  r = run("run -p 'The quick brown fox' -n 8 --temp 0 --json");
+  // With the shipped draft model: auto runs it beside n-gram lookup.
+  r = run("run -p 'The quick brown fox' -n 16 --temp 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"method\":\"auto\""), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"name\":\"draft\""), std::string::npos) << r.output;
+  r = run("run -p 'The quick brown fox' -n 8 --temp 0 --json --spec draft");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"method\":\"draft\""), std::string::npos) << r.output;
   // Another -m does not pick up the shipped draft.

@@ -216,26 +216,34 @@ TEST(HiddenTaps, AreTheResidualStreamAndBatchInvariant) {
   const std::vector<TokenId> tokens = {1, 450, 4996, 3347, 113, 1701, 123};
   const int n = static_cast<int>(tokens.size());
 
+  const std::vector<int> layers = {0, 3, hp.n_layer};
   Context whole(*model, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 2});
-  whole.SetHiddenTaps({0, 3, hp.n_layer});
+  whole.SetHiddenTaps({hp.n_layer, 3, 0, 3});  // order and duplicates do not matter
   whole.Forward(tokens, true);
 
   Context split(*model, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 1});
-  split.SetHiddenTaps({0, 3, hp.n_layer});
+  split.SetHiddenTaps(layers);
   for (int i = 0; i < n; ++i) {
     split.Forward(std::span<const TokenId>(tokens).subspan(i, 1), false);
     for (int t = 0; t < 3; ++t) {
-      EXPECT_TRUE(SameBits(split.hidden(t, 0), whole.hidden(t, i))) << "tap " << t << " row " << i;
+      EXPECT_TRUE(SameBits(split.tap(layers[t], 0), whole.tap(layers[t], i))) << "tap " << t << " row " << i;
     }
+  }
+  // Rows without logits keep their taps too (a prefill feeds a drafter).
+  Context prefill(*model, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 2});
+  prefill.SetHiddenTaps(layers);
+  prefill.Forward(tokens, false);
+  for (int t = 0; t < 3; ++t) {
+    for (int i = 0; i < n; ++i) EXPECT_TRUE(SameBits(prefill.tap(layers[t], i), whole.tap(layers[t], i))) << "tap " << t << " row " << i;
   }
 
   // Tap 0 = token_embd row * sqrt(n_embd) (F32 weights: exact).
   const float* embd = static_cast<const float*>(model->token_embd.data) + size_t(tokens[2]) * hp.n_embd;
-  for (int d = 0; d < hp.n_embd; ++d) EXPECT_FLOAT_EQ(whole.hidden(0, 2)[d], embd[d] * hp.embd_scale);
+  for (int d = 0; d < hp.n_embd; ++d) EXPECT_FLOAT_EQ(whole.tap(0, 2)[d], embd[d] * hp.embd_scale);
 
   // The final tap, normed and projected, is the logits row.
   std::vector<float> normed(hp.n_embd), logits(hp.n_vocab);
-  RmsNorm(whole.hidden(2, 4).data(), model->output_norm, hp.n_embd, hp.norm_eps, normed.data());
+  RmsNorm(whole.tap(hp.n_layer, 4).data(), model->output_norm, hp.n_embd, hp.norm_eps, normed.data());
   std::vector<uint8_t> scratch(MatMulScratchBytes(model->output.type, hp.n_embd, 1) + 64);
   void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});
   ThreadPool pool(1);
@@ -243,6 +251,7 @@ TEST(HiddenTaps, AreTheResidualStreamAndBatchInvariant) {
   if (hp.final_softcap > 0) SoftCap(logits.data(), hp.n_vocab, hp.final_softcap);
   EXPECT_TRUE(SameBits(logits, whole.logits(4)));
 
+  EXPECT_THROW(whole.tap(1, 0), Error);
   EXPECT_THROW(whole.SetHiddenTaps({hp.n_layer + 1}), Error);
 }
 

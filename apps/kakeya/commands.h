@@ -30,5 +30,8 @@ int DefaultThreads();
 // $KAKEYA_MODELS_DIR or else the source tree's models/ folder.
 std::string ShippedTargetPath();
 std::string ShippedDraftPath();
+// The shipped target's drafter of a --spec kind ("draft", "block", "mtp"),
+// or "" for kinds that need no file.
+std::string ShippedDrafterPath(const std::string& kind);
 
 }  // namespace kakeya::cli

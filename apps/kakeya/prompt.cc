@@ -34,6 +34,12 @@ std::string ModelsDir() {
 
 std::string ShippedTargetPath() { return ModelsDir() + "/kakeya-pystdlib.gguf"; }
 std::string ShippedDraftPath() { return ModelsDir() + "/kakeya-pystdlib-draft.gguf"; }
+std::string ShippedDrafterPath(const std::string& kind) {
+  if (kind == "draft") return ShippedDraftPath();
+  if (kind == "block") return ModelsDir() + "/kakeya-pystdlib-dflash.gguf";
+  if (kind == "mtp") return ModelsDir() + "/kakeya-pystdlib-mtp.gguf";
+  return "";
+}
 
 int DefaultThreads() {
   const unsigned n = std::thread::hardware_concurrency();

@@ -1,6 +1,7 @@
 // `kakeya run`: generate from a prompt, streaming text or printing one JSON object.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
@@ -13,8 +14,7 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
-#include "speculative/draft_model_drafter.h"
-#include "speculative/ngram_drafter.h"
+#include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 
 namespace kakeya::cli {
@@ -39,10 +39,12 @@ struct RunFlags {
   std::string draft;
   int block = 0;  // 0: adaptive
   bool block_given = false;
+  bool spec_trace = false;
+  bool shipped_target = false;  // -m is the shipped model, so auto uses its shipped drafters
 };
 
-// No -m: the shipped model. For the shipped model, the shipped draft model is
-// the default drafter (--spec draft or auto without --draft).
+// No -m: the shipped model. For the shipped model, --spec draft, block and
+// mtp use its shipped drafters when no --draft is given, and auto all of them.
 void UseShippedDefaults(RunFlags& f) {
   if (f.model.empty()) {
     f.model = ShippedTargetPath();
@@ -52,38 +54,78 @@ void UseShippedDefaults(RunFlags& f) {
     }
   }
   std::error_code ec;
-  const bool shipped = std::filesystem::equivalent(f.model, ShippedTargetPath(), ec);
-  if (shipped && f.draft.empty() && (f.spec == "draft" || f.spec == "auto") &&
-      std::filesystem::exists(ShippedDraftPath())) {
-    f.draft = ShippedDraftPath();
-  }
+  if (!std::filesystem::equivalent(f.model, ShippedTargetPath(), ec) || !f.draft.empty()) return;
+  const std::string shipped_drafter = ShippedDrafterPath(f.spec);
+  if (!shipped_drafter.empty() && std::filesystem::exists(shipped_drafter)) f.draft = shipped_drafter;
+  f.shipped_target = true;
 }
 
 constexpr int kMaxBlock = 64;
 constexpr int kAdaptiveMaxBlock = 16;
 
-// The drafter --spec asks for, or null for plain decoding.
+// The drafters auto runs: the --draft file's, or the shipped target's
+// shipped drafters, and the target's own NextN layers.
+std::vector<DrafterChoice> AutoChoices(const RunFlags& f, const Model& target) {
+  std::vector<DrafterChoice> choices;
+  if (!f.draft.empty()) choices.push_back({DrafterKindOfFile(f.draft), f.draft});
+  if (f.shipped_target) {
+    for (const std::string kind : {"draft", "block", "mtp"}) {
+      if (std::filesystem::exists(ShippedDrafterPath(kind))) choices.push_back({kind, ShippedDrafterPath(kind)});
+    }
+  }
+  const bool has_mtp = std::any_of(choices.begin(), choices.end(), [](const DrafterChoice& c) { return c.kind == "mtp"; });
+  if (!has_mtp && !target.nextn.empty()) choices.push_back({"mtp", ""});
+  return choices;
+}
+
+// The drafter --spec asks for, or null for plain decoding. A --draft file's
+// kind comes from its metadata (drafter_registry.h).
 std::unique_ptr<Drafter> MakeDrafter(const RunFlags& f, const Model& target, Context& ctx,
                                      const SamplingParams& sampling, int max_block) {
-  std::string method = f.spec;
-  if (method == "auto") method = f.draft.empty() ? "ngram" : "draft";
-  if (!f.draft.empty() && method != "draft") Fail("--draft needs --spec draft or --spec auto (got --spec ", f.spec, ")");
-  if (method == "none") return nullptr;
-  const ContextOptions& copts = ctx.options();
-  if (method == "ngram") return std::make_unique<NgramDrafter>(NgramOptions{.n_ctx = copts.n_ctx});
-  if (f.draft.empty()) Fail("--spec draft needs a draft model: pass --draft MODEL");
-  DraftModelOptions o;
-  o.n_ctx = copts.n_ctx;
-  o.max_block = max_block;
-  o.shared_pool = &ctx.pool();
-  o.sampling = sampling;
-  return std::make_unique<DraftModelDrafter>(target, f.draft, o);
+  const DrafterSetup setup{target, ctx, f.draft, sampling, max_block};
+  if (f.spec == "auto") return MakeAutoDrafter(setup, AutoChoices(f, target));
+  if (f.spec == "none") {
+    if (!f.draft.empty()) Fail("--draft ", f.draft, " was given with --spec none");
+    return nullptr;
+  }
+  if (!f.draft.empty() && DrafterKindOfFile(f.draft) != f.spec) {
+    const std::string kind = DrafterKindOfFile(f.draft);
+    Fail("--draft ", f.draft, " holds a '", kind, "' drafter but --spec is ", f.spec, " (pass --spec ", kind, " or auto)");
+  }
+  return FindDrafterKind(f.spec)->make(setup);
+}
+
+std::string SpecHelp() {
+  std::string help = "Speculative decoding: none (plain decoding); auto (the default: every drafter available ";
+  help += "-- ngram, the --draft file's, the shipped model's drafters, the target's NextN layers -- and the ";
+  help += "fastest measured proposes)";
+  for (const DrafterKind& k : DrafterKinds()) help += ", " + std::string(k.name) + " (" + std::string(k.help) + ")";
+  return help;
+}
+
+std::vector<std::string> SpecNames() {
+  std::vector<std::string> names = {"none", "auto"};
+  for (const DrafterKind& k : DrafterKinds()) names.emplace_back(k.name);
+  return names;
+}
+
+nlohmann::json AcceptByPos(const std::vector<int>& drafted, const std::vector<int>& accepted) {
+  nlohmann::json by_pos = nlohmann::json::array();
+  for (size_t i = 0; i < drafted.size() && drafted[i] > 0; ++i) by_pos.push_back(double(accepted[i]) / drafted[i]);
+  return by_pos;
 }
 
 nlohmann::json SpecJson(const SpecStats& s) {
-  nlohmann::json by_pos = nlohmann::json::array();
-  for (size_t i = 0; i < s.drafted_by_pos.size() && s.drafted_by_pos[i] > 0; ++i) {
-    by_pos.push_back(double(s.accepted_by_pos[i]) / s.drafted_by_pos[i]);
+  nlohmann::json drafters = nlohmann::json::array();
+  for (const DrafterStats& d : s.by_drafter) {
+    drafters.push_back({{"name", d.name},
+                        {"steps", d.steps},
+                        {"drafted", d.drafted},
+                        {"accepted", d.accepted},
+                        {"mean_accept_len", d.steps > 0 ? double(d.steps + d.accepted) / d.steps : 0.0},
+                        {"accept_by_pos", AcceptByPos(d.drafted_by_pos, d.accepted_by_pos)},
+                        {"draft_ms", d.draft_ms},
+                        {"verify_ms", d.verify_ms}});
   }
   return {{"method", s.method},
           {"block", s.block > 0 ? nlohmann::json(s.block) : nlohmann::json("adaptive")},
@@ -91,10 +133,17 @@ nlohmann::json SpecJson(const SpecStats& s) {
           {"drafted", s.drafted},
           {"accepted", s.accepted},
           {"mean_accept_len", s.mean_accept_len()},
-          {"accept_by_pos", by_pos},
+          {"accept_by_pos", AcceptByPos(s.drafted_by_pos, s.accepted_by_pos)},
           {"draft_ms", s.draft_ms},
           {"verify_ms", s.verify_ms},
-          {"commit_ms", s.commit_ms}};
+          {"commit_ms", s.commit_ms},
+          {"drafters", drafters}};
+}
+
+nlohmann::json TraceJson(const SpecStats& s) {
+  nlohmann::json trace = nlohmann::json::array();
+  for (const SpecTraceStep& step : s.trace) trace.push_back({{"pos", step.pos}, {"draft", step.draft}, {"accepted", step.accepted}});
+  return trace;
 }
 
 size_t PeakRssBytes() {
@@ -157,7 +206,7 @@ int Run(const RunFlags& f) {
     };
   }
   SpecStats stats;
-  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block}, stream, &stats)
+  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block, .trace = f.spec_trace}, stream, &stats)
                                    : Generate(ctx, prompt, gopts, stream);
 
   const int n_decoded = std::max<int>(0, static_cast<int>(r.tokens.size()) - 1);
@@ -176,6 +225,7 @@ int Run(const RunFlags& f) {
     out["stop"] = StopReasonName(r.stop);
     out["seed"] = gopts.sampling.seed;
     if (drafter) out["spec"] = SpecJson(stats);
+    if (drafter && f.spec_trace) out["spec"]["trace"] = TraceJson(stats);
     if (f.n_top > 0) {
       nlohmann::json top = nlohmann::json::array();
       for (const auto& step : r.top) {
@@ -211,6 +261,12 @@ int Run(const RunFlags& f) {
       std::fprintf(stderr, "kakeya: spec %s | %d steps, %.2f tokens/step | %d of %d drafts accepted | draft %.1f ms, verify %.1f ms\n",
                    stats.method.c_str(), stats.steps, stats.mean_accept_len(), stats.accepted, stats.drafted,
                    stats.draft_ms, stats.verify_ms);
+      if (stats.by_drafter.size() > 1) {
+        for (const DrafterStats& d : stats.by_drafter) {
+          std::fprintf(stderr, "kakeya:   %s: %d steps, %.2f tokens/step, %d of %d accepted\n", d.name.c_str(), d.steps,
+                       d.steps > 0 ? double(d.steps + d.accepted) / d.steps : 0.0, d.accepted, d.drafted);
+        }
+      }
     }
   }
   return 0;
@@ -237,12 +293,12 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_option("--top", f->n_top, "With --json: record the K best raw logits of every step");
   app.add_flag("--json", f->json, "Print one JSON object instead of streaming text");
-  app.add_option("--spec", f->spec,
-                 "Speculative decoding: none, ngram (prompt lookup), draft (a draft model, --draft), "
-                 "auto (draft if --draft is given, else ngram)")
-      ->check(CLI::IsMember({"none", "ngram", "draft", "auto"}))
-      ->capture_default_str();
-  app.add_option("--draft", f->draft, "Draft model (GGUF, same vocabulary as -m)")->check(CLI::ExistingFile);
+  app.add_option("--spec", f->spec, SpecHelp())->check(CLI::IsMember(SpecNames()))->capture_default_str();
+  app.add_option("--draft", f->draft,
+                 "Drafter GGUF; its kind is read from the file: a language model of the same vocabulary "
+                 "(draft), a DFlash block drafter (block), an MTP sidecar or gemma4-assistant (mtp)")
+      ->check(CLI::ExistingFile);
+  app.add_flag("--spec-trace", f->spec_trace, "With --json: record every verify step (position, proposals, accepted) in spec.trace");
   CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1..64; default: adaptive up to 16");
   return [f, block] {
     f->block_given = block->count() > 0;

@@ -34,12 +34,14 @@ std::vector<TopLogit> TopLogits(std::span<const float> logits, int n) {
   return all;
 }
 
-void Prefill(Context& ctx, std::span<const TokenId> prompt) {
+void Prefill(Context& ctx, std::span<const TokenId> prompt, const std::function<void(int)>& after_chunk) {
   ctx.Clear();
   const size_t chunk = ctx.options().max_batch;
   for (size_t start = 0; start < prompt.size(); start += chunk) {
-    ctx.Forward(prompt.subspan(start, std::min(chunk, prompt.size() - start)), false);
+    const size_t n = std::min(chunk, prompt.size() - start);
+    ctx.Forward(prompt.subspan(start, n), false);
     ctx.Commit();
+    if (after_chunk) after_chunk(static_cast<int>(n));
   }
 }
 

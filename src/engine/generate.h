@@ -43,9 +43,10 @@ using TokenCallback = std::function<bool(TokenId)>;
 std::vector<TopLogit> TopLogits(std::span<const float> logits, int n);
 
 // Clears the context and runs the prompt in chunks of max_batch rows,
-// committing each; the last row's logits are left in ctx.logits(0). Chunking
-// does not change any row's bits (batch invariance).
-void Prefill(Context& ctx, std::span<const TokenId> prompt);
+// committing each and then calling after_chunk(rows) if given; the last row's
+// logits are left in ctx.logits(0). Chunking does not change any row's bits
+// (batch invariance).
+void Prefill(Context& ctx, std::span<const TokenId> prompt, const std::function<void(int)>& after_chunk = {});
 
 // Generates after `prompt` (which must not be empty) on a context whose cache
 // is cleared first. Throws Error for a prompt that does not fit the context.

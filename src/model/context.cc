@@ -48,13 +48,17 @@ void Context::SetHiddenTaps(std::vector<int> layers) {
   for (int l : layers) {
     if (l < 0 || l > hp.n_layer) Fail("hidden tap ", l, " is out of range (0 .. ", hp.n_layer, ")");
   }
+  std::sort(layers.begin(), layers.end());
+  layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   taps_ = std::move(layers);
-  tap_rows_ = Buffer<float>(taps_.size() * options_.max_logit_rows * hp.n_embd);
+  tap_rows_ = Buffer<float>(taps_.size() * options_.max_batch * hp.n_embd);
 }
 
-std::span<const float> Context::hidden(int t, int i) const {
+std::span<const float> Context::tap(int layer, int i) const {
+  const auto it = std::find(taps_.begin(), taps_.end(), layer);
+  if (it == taps_.end()) Fail("layer ", layer, " is not tapped (Context::SetHiddenTaps)");
   const size_t n_embd = model_.hparams().n_embd;
-  return {tap_rows_.get() + (size_t(t) * options_.max_logit_rows + i) * n_embd, n_embd};
+  return {tap_rows_.get() + (size_t(it - taps_.begin()) * options_.max_batch + i) * n_embd, n_embd};
 }
 
 float Context::routing_margin(int il, int i) const {
@@ -77,11 +81,25 @@ std::span<const float> Context::logits(int i) const {
   return {s_->logits.get() + static_cast<size_t>(i) * n_vocab, static_cast<size_t>(n_vocab)};
 }
 
+void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
+  const int n_vocab = model_.hparams().n_vocab;
+  for (TokenId t : tokens) {
+    if (t < 0 || t >= n_vocab) Fail("token id ", t, " is out of range for a vocabulary of ", n_vocab);
+  }
+  Run(tokens.data(), nullptr, static_cast<int>(tokens.size()), all_logits);
+}
+
+void Context::ForwardEmbedded(std::span<const float> rows, bool all_logits) {
+  const HParams& hp = model_.hparams();
+  if (hp.n_embd_per_layer > 0) Fail("a model with per-layer embeddings needs token ids, not input rows");
+  if (rows.size() % hp.n_embd != 0) Fail("input rows of ", rows.size(), " floats are not a multiple of n_embd = ", hp.n_embd);
+  Run(nullptr, rows.data(), static_cast<int>(rows.size() / hp.n_embd), all_logits);
+}
+
 // The forward pass, top to bottom: embeddings, the decoder layers as the
 // architecture composes them (model/arch/), the output norm and head.
-void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
+void Context::Run(const TokenId* tokens, const float* input_rows, int n, bool all_logits) {
   const HParams& hp = model_.hparams();
-  const int n = static_cast<int>(tokens.size());
   if (n == 0) return;
   if (n > options_.max_batch) {
     Fail("batch of ", n, " tokens exceeds the context's batch size ", options_.max_batch);
@@ -93,29 +111,25 @@ void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
     Fail("context is full: ", n_past(), " + ", n, " tokens exceed n_ctx = ", options_.n_ctx,
          " (pass a larger -c)");
   }
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= hp.n_vocab) {
-      Fail("token id ", tokens[i], " is out of range for a vocabulary of ", hp.n_vocab);
-    }
-  }
 
   const int n_embd = hp.n_embd;
-  const int first_out = all_logits ? 0 : n - 1;  // rows that get logits (and taps)
+  const int first_out = all_logits ? 0 : n - 1;  // rows that get logits
   n_logit_rows_ = n - first_out;
   ForwardPass pass(model_, *s_, *cache_, pool_, n, n_past());
   auto keep_taps = [&](int layer) {
     for (size_t t = 0; t < taps_.size(); ++t) {
       if (taps_[t] != layer) continue;
-      for (int i = first_out; i < n; ++i) {
-        std::memcpy(tap_rows_.get() + (t * options_.max_logit_rows + (i - first_out)) * n_embd,
-                    pass.residual() + size_t(i) * n_embd, sizeof(float) * n_embd);
-      }
+      std::memcpy(tap_rows_.get() + t * options_.max_batch * n_embd, pass.residual(), sizeof(float) * n * n_embd);
     }
   };
 
-  pass.Embed(tokens.data());
+  if (tokens != nullptr) {
+    pass.Embed(tokens);
+    pass.PreparePerLayerInputs(tokens);
+  } else {
+    std::memcpy(pass.residual(), input_rows, sizeof(float) * n * n_embd);
+  }
   pass.PrepareRope();
-  pass.PreparePerLayerInputs(tokens.data());
   s_->experts_touched = 0;
   s_->expert_bytes_read = 0;
   const Architecture& arch = model_.architecture();

@@ -39,6 +39,9 @@ class Context {
   // and whatever the thread count. Throws Error on an out-of-range token id or
   // when the cache would overflow n_ctx.
   void Forward(std::span<const TokenId> tokens, bool all_logits);
+  // The same for rows given as the first layer's input, F32 [n, n_embd]
+  // (instead of token embeddings): MTP heads feed their own projections.
+  void ForwardEmbedded(std::span<const float> rows, bool all_logits);
 
   // Logits of row i of the last Forward() (i = 0 when only the last row was asked for).
   std::span<const float> logits(int i) const;
@@ -46,11 +49,14 @@ class Context {
 
   // Hidden-state taps for drafters that read the target's features. Tap l in
   // [0, n_layer] is the residual stream entering layer l (l == n_layer: the
-  // final residual, before output_norm), kept for the rows that get logits.
+  // final residual, before output_norm), kept for every row of a forward.
   // Allocates; call at set-up, not per step. No taps: nothing is copied.
+  // Duplicates are kept once, so several drafters can ask for the same layer.
   void SetHiddenTaps(std::vector<int> layers);
-  // F32 [n_embd] of tap t (index into the SetHiddenTaps list), logit row i.
-  std::span<const float> hidden(int t, int i) const;
+  // F32 [n_embd]: tap `layer` (one of SetHiddenTaps'), row i of the last
+  // Forward() (every row, whether it got logits or not).
+  std::span<const float> tap(int layer, int i) const;
+  const std::vector<int>& hidden_taps() const { return taps_; }
 
   // Cache bookkeeping (cache/kv_cache.h): rows of a Forward are pending until
   // committed; Trim(n) drops the last n pending rows in O(1).
@@ -82,6 +88,8 @@ class Context {
   ThreadPool& pool() { return pool_; }
 
  private:
+  void Run(const TokenId* tokens, const float* input_rows, int n, bool all_logits);
+
   const Model& model_;
   ContextOptions options_;
   std::unique_ptr<ThreadPool> own_pool_;  // unless options.shared_pool
@@ -89,7 +97,7 @@ class Context {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ForwardBuffers> s_;
   std::vector<int> taps_;
-  Buffer<float> tap_rows_;  // F32 [n_taps, max_logit_rows, n_embd]
+  Buffer<float> tap_rows_;  // F32 [n_taps, max_batch, n_embd]
   int n_logit_rows_ = 0;
 };
 

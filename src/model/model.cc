@@ -40,6 +40,19 @@ size_t Bytes(const WeightMatrix& w) { return static_cast<size_t>(w.row_bytes * w
 // What every architecture's layers must satisfy for the forward to run them;
 // an architecture file that reads a file into something else is a bug there,
 // a file that makes it so is bad input, so both get a message.
+void CheckAttention(const ModelLoader& loader, const AttentionSpec& a, int il) {
+  if (a.n_head < 1 || a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0) {
+    loader.Fail("layer ", il, ": ", a.n_head_kv, " KV heads must divide ", a.n_head, " query heads");
+  }
+  if (a.head_dim < 1 || a.value_dim < 1 || a.rope.dims < 0 || a.rope.dims > a.head_dim || a.rope.dims % 2 != 0) {
+    loader.Fail("layer ", il, ": inconsistent head dimensions (key ", a.head_dim, ", value ", a.value_dim,
+                ", rotated ", a.rope.dims, ")");
+  }
+  if (!(a.rope.base > 0.0f) || !std::isfinite(a.rope.base)) {
+    loader.Fail("layer ", il, ": rope base ", a.rope.base, " is out of range");
+  }
+}
+
 void CheckLayers(const ModelLoader& loader, const Model& m) {
   const HParams& hp = m.hparams();
   if (static_cast<int>(m.layers.size()) != hp.n_layer) {
@@ -47,16 +60,7 @@ void CheckLayers(const ModelLoader& loader, const Model& m) {
   }
   for (int il = 0; il < hp.n_layer; ++il) {
     const AttentionSpec& a = m.layers[il].attn;
-    if (a.n_head < 1 || a.n_head_kv < 1 || a.n_head % a.n_head_kv != 0) {
-      loader.Fail("layer ", il, ": ", a.n_head_kv, " KV heads must divide ", a.n_head, " query heads");
-    }
-    if (a.head_dim < 1 || a.value_dim < 1 || a.rope.dims < 0 || a.rope.dims > a.head_dim || a.rope.dims % 2 != 0) {
-      loader.Fail("layer ", il, ": inconsistent head dimensions (key ", a.head_dim, ", value ", a.value_dim,
-                  ", rotated ", a.rope.dims, ")");
-    }
-    if (!(a.rope.base > 0.0f) || !std::isfinite(a.rope.base)) {
-      loader.Fail("layer ", il, ": rope base ", a.rope.base, " is out of range");
-    }
+    CheckAttention(loader, a, il);
     if (a.kv_layer < 0 || a.kv_layer > il || !m.layers[a.kv_layer].writes_kv(a.kv_layer)) {
       loader.Fail("layer ", il, " reads the keys and values of layer ", a.kv_layer, ", which keeps none");
     }
@@ -67,11 +71,39 @@ void CheckLayers(const ModelLoader& loader, const Model& m) {
                   ", whose window or KV geometry differs");
     }
   }
+  for (const NextnLayer& N : m.nextn) CheckAttention(loader, N.layer.attn, N.block);
+}
+
+// The architecture bound every block as an ordinary layer; the NextN blocks
+// (FORMATS.md 5.1) leave the trunk for Model::nextn with their nextn.*
+// tensors, each with a cache of its own (kv_layer 0 of NextnView's model).
+// A sidecar's trunk layers were never bound: none stay.
+void SplitNextnBlocks(const ModelLoader& loader, Model& m) {
+  HParams& hp = m.mutable_hparams();
+  const int n_trunk = loader.TrunkLayers();
+  for (int il = n_trunk; il < hp.n_layer; ++il) {
+    NextnLayer& N = m.nextn.emplace_back();
+    N.block = il;
+    N.layer = std::move(m.layers[il]);
+    N.layer.attn.kv_layer = 0;
+    N.eh_proj = loader.Matrix(BlockName(il, "nextn.eh_proj.weight"), 2 * hp.n_embd, hp.n_embd);
+    N.enorm = loader.Vector(BlockName(il, "nextn.enorm.weight"), hp.n_embd);
+    N.hnorm = loader.Vector(BlockName(il, "nextn.hnorm.weight"), hp.n_embd);
+    N.shared_head_norm = loader.OptionalVector(BlockName(il, "nextn.shared_head_norm.weight"), hp.n_embd);
+    N.embed_tokens = loader.OptionalMatrix(BlockName(il, "nextn.embed_tokens.weight"), hp.n_embd, hp.n_vocab);
+    N.head = loader.OptionalMatrix(BlockName(il, "nextn.shared_head_head.weight"), hp.n_embd, hp.n_vocab);
+  }
+  m.layers.resize(loader.IsSidecar() ? 0 : n_trunk);
+  hp.n_layer = static_cast<int>(m.layers.size());
 }
 
 }  // namespace
 
-std::unique_ptr<Model> Model::Load(const std::string& path) {
+std::unique_ptr<Model> Model::Load(const std::string& path) { return Load(path, false); }
+
+std::unique_ptr<Model> Model::LoadSidecar(const std::string& path) { return Load(path, true); }
+
+std::unique_ptr<Model> Model::Load(const std::string& path, bool sidecar) {
   std::unique_ptr<Model> m(new Model());
   m->path_ = path;
   m->gguf_ = GgufFile::Open(path);
@@ -87,14 +119,34 @@ std::unique_ptr<Model> Model::Load(const std::string& path) {
   m->hp_.n_vocab = m->tokenizer_->n_vocab();
 
   const ModelLoader loader(gguf, m->arch_->name);
+  if (loader.IsSidecar() != sidecar) {
+    loader.Fail(sidecar ? "not an MTP sidecar (it has trunk layers, or no nextn_predict_layers)"
+                        : "an MTP sidecar (NextN layers only): use it as a drafter, --spec mtp --draft FILE");
+  }
   m->arch_->load(loader, *m);
+  SplitNextnBlocks(loader, *m);
   CheckLayers(loader, *m);
   m->MoveMatricesToWeightBuffer();
   return m;
 }
 
+std::unique_ptr<Model> Model::NextnView(const Model& owner, const Model& target) {
+  const NextnLayer& block = owner.nextn.at(0);
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = owner.path_;
+  m->arch_ = owner.arch_;
+  m->hp_ = owner.hp_;
+  m->hp_.n_layer = 1;
+  m->token_embd = block.embed_tokens.data != nullptr ? block.embed_tokens : target.token_embd;
+  m->output_norm = block.shared_head_norm != nullptr ? block.shared_head_norm : target.output_norm;
+  m->output = block.head.data != nullptr ? block.head : target.output;
+  m->layers = {block.layer};
+  return m;
+}
+
 void Model::MoveMatricesToWeightBuffer() {
-  std::vector<WeightMatrix*> matrices = {&output};
+  std::vector<WeightMatrix*> matrices;
+  if (output.data != nullptr) matrices.push_back(&output);  // a sidecar borrows its target's
   if (per_layer_model_proj.data != nullptr) matrices.push_back(&per_layer_model_proj);
   for (Layer& L : layers) {
     for (WeightMatrix* w : L.Matrices()) matrices.push_back(w);

@@ -32,12 +32,13 @@ struct HParams {
   int n_embd_per_layer = 0;    // > 0: Gemma 4 per-layer embeddings of this width
 };
 
-// A multi-token-prediction (NextN) block stored after the trunk (glm4moe,
-// FORMATS.md 5.1): a decoder layer whose input joins the next token's
-// embedding with the trunk's hidden state. Loaded for the drafters; the
-// target's forward does not run it.
+// A multi-token-prediction (NextN) block stored after the trunk, or in an
+// MTP sidecar file (FORMATS.md 5.1): a decoder layer whose input joins the
+// next token's embedding with the trunk's hidden state. Loaded for the MTP
+// drafter; the target's forward does not run it.
 struct NextnLayer {
-  Layer layer;
+  int block = 0;  // its blk index in the file (the first one's: the trunk's layer count)
+  Layer layer;    // attn.kv_layer 0: its own cache, as the one layer of NextnView
   WeightMatrix eh_proj;                 // [2 * n_embd, n_embd]
   const float* enorm = nullptr;         // F32 [n_embd], the embedding's norm
   const float* hnorm = nullptr;         // F32 [n_embd], the hidden state's norm
@@ -51,7 +52,17 @@ class Model {
   // Maps the file, reads hyper-parameters and the tokenizer, binds every
   // tensor (checking names, shapes and types). Throws Error naming the file
   // and the key or tensor at fault.
+  // Refuses an MTP sidecar (it is not a model on its own).
   static std::unique_ptr<Model> Load(const std::string& path);
+  // An MTP sidecar (ModelLoader::IsSidecar): its NextN blocks in `nextn`, no
+  // trunk layers, embeddings or head (n_layer 0). Refuses any other file.
+  static std::unique_ptr<Model> LoadSidecar(const std::string& path);
+  // The first NextN block of `owner` (the target itself, or a sidecar loaded
+  // for it) as a one-layer model for a Context: the owner's hyper-parameters
+  // and architecture, the block as layer 0, and the block's own embedding,
+  // head norm and head where it has them, else the target's. It shares every
+  // weight (owner and target must outlive it) and has no file or tokenizer.
+  static std::unique_ptr<Model> NextnView(const Model& owner, const Model& target);
 
   const HParams& hparams() const { return hp_; }
   const Architecture& architecture() const { return *arch_; }
@@ -84,6 +95,7 @@ class Model {
 
  private:
   Model() = default;
+  static std::unique_ptr<Model> Load(const std::string& path, bool sidecar);
   // Moves every matrix the forward streams into one buffer of 2 MiB pages,
   // repacked where it has a faster layout (matmul.h, PackWeights), once, and
   // drops the file pages it no longer reads.

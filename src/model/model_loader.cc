@@ -34,6 +34,19 @@ std::vector<int> ModelLoader::PerLayerInt(std::string_view suffix, int n_layer, 
   return out;
 }
 
+int ModelLoader::TrunkLayers() const {
+  const int n_blocks = PositiveInt("block_count");
+  const uint32_t n_nextn = FindU32("nextn_predict_layers").value_or(0);
+  if (n_nextn >= static_cast<uint32_t>(n_blocks)) {
+    Fail(Key("nextn_predict_layers"), " = ", n_nextn, " leaves no trunk layer (block_count ", n_blocks, ")");
+  }
+  return n_blocks - static_cast<int>(n_nextn);
+}
+
+bool ModelLoader::IsSidecar() const {
+  return FindU32("nextn_predict_layers").value_or(0) > 0 && Find("blk.0.attn_norm.weight") == nullptr;
+}
+
 std::vector<bool> ModelLoader::SlidingLayers(int n_layer, uint32_t default_period) const {
   const std::string key = Key("attention.sliding_window_pattern");
   const GgufValue* pattern = gguf_.Find(key);
@@ -230,6 +243,7 @@ void BindAttention(const ModelLoader& loader, int il, int n_embd, QkNorm qk_norm
 }
 
 void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied) {
+  if (loader.IsSidecar()) return;
   const HParams& hp = model.hparams();
   model.token_embd = loader.Matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
   model.output_norm = loader.Vector("output_norm.weight", hp.n_embd);

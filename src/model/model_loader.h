@@ -38,6 +38,18 @@ class ModelLoader {
   // A per-layer integer: one value for every layer, or an array of n_layer
   // entries (llama.cpp's get_key_or_arr); `fallback` when the key is absent.
   std::vector<int> PerLayerInt(std::string_view suffix, int n_layer, int fallback) const;
+  // NextN blocks (FORMATS.md 5.1): block_count counts them, and they are the
+  // last nextn_predict_layers blocks. TrunkLayers() is block_count minus them
+  // (throws if that leaves none). An MTP sidecar holds the NextN blocks only
+  // (no blk.0.attn_norm.weight) and borrows embeddings and head from its
+  // target; FirstBlock() is the first block the file holds tensors of: 0, or
+  // a sidecar's first NextN block. Architectures bind blocks FirstBlock() ..
+  // block_count - 1 the ordinary way; Model::Load moves the NextN ones to
+  // Model::nextn.
+  int TrunkLayers() const;
+  bool IsSidecar() const;
+  int FirstBlock() const { return IsSidecar() ? TrunkLayers() : 0; }
+
   // Which of n_layer layers slide (sliding_window_pattern): a bool array of
   // n_layer entries, or a period n whose last layer is global (n = 0: all
   // slide), `default_period` when absent.
@@ -107,7 +119,8 @@ enum class QkNorm { kNone, kOptional, kRequired };
 // Binds blk.<il>'s attn_norm, attn_q/k/v/output with their optional biases
 // and, as `qk_norm` says, attn_q_norm/attn_k_norm; shapes from L.attn.
 void BindAttention(const ModelLoader& loader, int il, int n_embd, QkNorm qk_norm, Layer& L);
-// token_embd, output_norm and output (absent or `tied`: token_embd).
+// token_embd, output_norm and output (absent or `tied`: token_embd); none in
+// an MTP sidecar.
 void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied);
 // blk.<il>.ffn_{gate,up,down}<suffix>: [n_embd, n_ff] x2 and [n_ff, n_embd].
 DenseFfn BindDenseFfn(const ModelLoader& loader, int il, int n_embd, int n_ff, std::string_view suffix = "");

@@ -1,17 +1,21 @@
 // The drafter interface of the speculative loop (DESIGN.md "The speculative
 // step"; STYLE.md item 6). A drafter sees only committed tokens (and, for
 // drafters that read the target's features, the hidden states the target's
-// forward already produced); it never reaches into the target's cache.
-// Adding a drafter is adding a file: the decode loop (spec/speculative.cc)
-// only talks to this interface.
+// forward already produced); it never writes the target's cache (Gemma 4's
+// assistant reads it: its layers have no keys of their own). Adding a drafter
+// is adding a file and a line in drafter_registry.cc: the decode loop
+// (speculative/speculative.cc) only talks to this interface.
 #pragma once
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
+
+class Context;
 
 // What a drafter proposes for one verify step.
 struct DraftRequest {
@@ -34,12 +38,29 @@ class Drafter {
   // "ngram", "draft", ... (for statistics and --json).
   virtual std::string name() const = 0;
 
+  // The drafter that made the last Draft()'s proposals: itself, or for a
+  // drafter that picks among others (auto), the one it picked.
+  virtual const Drafter& last_drafter() const { return *this; }
+
   // True if the drafter's proposals come with distributions (DraftRequest::probs);
   // false for deterministic drafters, treated as one-hot.
   virtual bool samples() const { return false; }
 
-  // Called once per request with the prompt, before the first Draft().
+  // The target's hidden-state taps this drafter reads (Context::SetHiddenTaps:
+  // l < n_layer is the residual stream entering layer l, n_layer the final
+  // residual before output_norm). The loop sets them on the target.
+  virtual std::vector<int> target_taps() const { return {}; }
+
+  // Called once per request with the prompt, before the target's prefill.
   virtual void Begin(std::span<const TokenId> prompt) = 0;
+
+  // After every target forward, once its first n_rows rows are committed
+  // (each prefill chunk; the bonus and the accepted drafts of a verify step):
+  // they hold positions target.n_committed() - n_rows .. n_committed() - 1,
+  // and row i's taps are target.tap(layer, i). Drafters that read the target's
+  // features take them here, so one step's verify forward feeds the next
+  // draft with no extra target forward. Must not allocate.
+  virtual void Observe(const Context& target, int n_rows) {}
 
   // Writes up to request.max_tokens proposals into `out` and returns how many
   // (0 = nothing to propose; the loop then runs a plain step). Must not

@@ -102,6 +102,20 @@ class DraftLength {
   int plain_steps_ = 0;
 };
 
+// Per-drafter statistics in slots allocated before the loop, so that a
+// drafter's first step allocates nothing; auto runs at most a handful of
+// drafters, and any beyond the slots would share the last one.
+constexpr int kDrafterStatsSlots = 8;
+
+DrafterStats& StatsOf(std::vector<DrafterStats>& slots, int& used, const std::string& name) {
+  for (int i = 0; i < used; ++i) {
+    if (slots[i].name == name) return slots[i];
+  }
+  if (used == kDrafterStatsSlots) return slots.back();
+  slots[used].name = name;
+  return slots[used++];
+}
+
 }  // namespace
 
 GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
@@ -137,6 +151,13 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
   stats.block = spec.block;
   stats.drafted_by_pos.assign(max_block - 1, 0);
   stats.accepted_by_pos.assign(max_block - 1, 0);
+  std::vector<DrafterStats> by_drafter(kDrafterStatsSlots);
+  for (DrafterStats& d : by_drafter) {
+    d.name.reserve(32);
+    d.drafted_by_pos.assign(max_block - 1, 0);
+    d.accepted_by_pos.assign(max_block - 1, 0);
+  }
+  int n_drafters_seen = 0;
   GenerateResult result;
   result.prompt_tokens = history;
   result.tokens.reserve(options.n_predict);
@@ -156,8 +177,9 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
 
   // Prefill: the prompt's last row gives the first token, the first bonus.
   const auto t_prefill = Clock::now();
-  Prefill(target, prompt);
+  target.SetHiddenTaps(drafter.target_taps());
   drafter.Begin(prompt);
+  Prefill(target, prompt, [&](int rows) { drafter.Observe(target, rows); });
   result.prefill_ms = MsBetween(t_prefill, Clock::now());
 
   const auto t_decode = Clock::now();
@@ -188,8 +210,10 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
     const Verdict v = greedy ? VerifyGreedy(rows, drafts) : VerifySampled(rows, drafts, q, sampler, p, residual);
     const auto t2 = Clock::now();
 
+    if (spec.trace) stats.trace.push_back({target.n_past() - (m + 1), std::vector<TokenId>(drafts.begin(), drafts.end()), v.accepted});
     target.Trim(m - v.accepted);
     target.Commit();
+    drafter.Observe(target, v.accepted + 1);
     for (int i = 0; i < v.accepted && go; ++i) go = emit(drafts[i], rows.row(i));
     if (go) go = emit(v.next, rows.row(v.accepted));
     if (go) drafter.Accept(history, m, v.accepted);
@@ -204,10 +228,24 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
     }
     stats.draft_ms += MsBetween(t0, t1);
     stats.verify_ms += MsBetween(t1, t2);
+    if (m > 0) {
+      DrafterStats& d = StatsOf(by_drafter, n_drafters_seen, drafter.last_drafter().name());
+      ++d.steps;
+      d.drafted += m;
+      d.accepted += v.accepted;
+      for (int i = 0; i < m; ++i) {
+        ++d.drafted_by_pos[i];
+        if (i < v.accepted) ++d.accepted_by_pos[i];
+      }
+      d.draft_ms += MsBetween(t0, t1);
+      d.verify_ms += MsBetween(t1, t2);
+    }
     stats.commit_ms += MsBetween(t2, t3);
     draft_length.Observe(m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
   }
   result.decode_ms = MsBetween(t_decode, Clock::now());
+  by_drafter.resize(n_drafters_seen);
+  stats.by_drafter = std::move(by_drafter);
   if (stats_out != nullptr) *stats_out = std::move(stats);
   return result;
 }

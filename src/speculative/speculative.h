@@ -16,6 +16,26 @@ namespace kakeya {
 struct SpecOptions {
   int block = 0;        // rows per verify step (1 + drafts); 0 = adaptive
   int max_block = 16;   // upper bound for the adaptive size; rows the target context must allow
+  bool trace = false;   // record every step in SpecStats::trace (allocates per step)
+};
+
+// One verify step, for comparing proposals with another engine's.
+struct SpecTraceStep {
+  int pos = 0;                 // tokens in the target's cache before the step (the bonus's position)
+  std::vector<TokenId> draft;  // the proposals
+  int accepted = 0;            // how many of them the target kept
+};
+
+// Steps that proposed a draft, per drafter (auto picks one per step).
+struct DrafterStats {
+  std::string name;
+  int steps = 0;
+  int drafted = 0;
+  int accepted = 0;
+  std::vector<int> drafted_by_pos;   // [i]: steps that proposed a draft at position i
+  std::vector<int> accepted_by_pos;  // [i]: ... and had it accepted
+  double draft_ms = 0;
+  double verify_ms = 0;
 };
 
 struct SpecStats {
@@ -29,6 +49,8 @@ struct SpecStats {
   double draft_ms = 0;
   double verify_ms = 0;   // target forward + verification
   double commit_ms = 0;   // trims, commits, drafter bookkeeping
+  std::vector<DrafterStats> by_drafter;
+  std::vector<SpecTraceStep> trace;  // with SpecOptions::trace
   // Tokens committed per verify step, the bonus included (1.0: no draft ever accepted).
   double mean_accept_len() const { return steps > 0 ? double(steps + accepted) / steps : 0.0; }
 };

@@ -20,7 +20,8 @@ void LoadGemma(const ModelLoader& loader, Model& model, bool gemma2) {
 
   // The 27B models scale queries by 1/sqrt(n_embd / n_head) (HF query_pre_attn_scalar).
   float attn_scale = 1.0f / std::sqrt(static_cast<float>(attn.head_dim));
-  if ((gemma2 && hp.n_layer == 46) || (!gemma2 && hp.n_layer == 62)) {
+  const int n_trunk = loader.TrunkLayers();  // their NextN layers too
+  if ((gemma2 && n_trunk == 46) || (!gemma2 && n_trunk == 62)) {
     attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_embd / attn.n_head));
   }
   float attn_softcap = 0.0f;
@@ -45,7 +46,7 @@ void LoadGemma(const ModelLoader& loader, Model& model, bool gemma2) {
   // gemma2 always uses token_embd as the output head (llama.cpp ignores output.weight).
   BindEmbeddingsAndHead(loader, model, /*tied=*/gemma2);
   model.layers.resize(hp.n_layer);
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = loader.FirstBlock(); il < hp.n_layer; ++il) {
     Layer& L = model.layers[il];
     L.attn = UniformAttention(attn, RopeStyle::kNeox, il);
     L.attn.scale = attn_scale;

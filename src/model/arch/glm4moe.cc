@@ -2,7 +2,8 @@
 // RoPE on part of each head; the first layers dense, the others a mixture
 // with sigmoid routing (a selection bias, the weights renormalized and
 // scaled) beside an always-on shared expert. The NextN (MTP) blocks after the
-// trunk are loaded for the drafters (FORMATS.md 5.1); the forward skips them.
+// trunk are ordinary layers of this kind; Model::Load moves them out of the
+// trunk's forward for the MTP drafter (FORMATS.md 5.1).
 #include "model/arch/architecture.h"
 #include "model/forward_pass.h"
 #include "model/model_loader.h"
@@ -10,7 +11,6 @@
 namespace kakeya {
 namespace {
 
-// A trunk layer's attention and FFN; `nextn` layers only bind, never run.
 void BindGlmLayer(const ModelLoader& loader, const HParams& hp, const AttentionKeys& attn, const ExpertKeys& experts,
                   int n_ff, int n_dense_lead, int n_shared, ExpertGating gating, int il, Layer& L) {
   L.attn = UniformAttention(attn, RopeStyle::kNeox, il);
@@ -39,13 +39,6 @@ void BindGlmLayer(const ModelLoader& loader, const HParams& hp, const AttentionK
 void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
   HParams& hp = model.mutable_hparams();
   ReadCommonKeys(loader, hp);
-  const int n_blocks = hp.n_layer;  // the trunk, then the NextN layers
-  const int n_nextn = static_cast<int>(loader.FindU32("nextn_predict_layers").value_or(0));
-  if (n_nextn >= n_blocks) {
-    loader.Fail(loader.Key("nextn_predict_layers"), " = ", n_nextn, " leaves no trunk layer (block_count ", n_blocks,
-                ")");
-  }
-  hp.n_layer = n_blocks - n_nextn;
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
   const int n_ff = loader.PositiveInt("feed_forward_length");
   const ExpertKeys experts = ReadExpertKeys(loader, n_ff);
@@ -59,19 +52,8 @@ void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
 
   BindEmbeddingsAndHead(loader, model, /*tied=*/false);
   model.layers.resize(hp.n_layer);
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = loader.FirstBlock(); il < hp.n_layer; ++il) {
     BindGlmLayer(loader, hp, attn, experts, n_ff, n_dense_lead, n_shared, gating, il, model.layers[il]);
-  }
-  for (int il = hp.n_layer; il < n_blocks; ++il) {
-    NextnLayer& N = model.nextn.emplace_back();
-    BindGlmLayer(loader, hp, attn, experts, n_ff, n_dense_lead, n_shared, gating, il, N.layer);
-    N.layer.attn.kv_layer = 0;  // its own cache, kept by the drafter that runs it
-    N.eh_proj = loader.Matrix(BlockName(il, "nextn.eh_proj.weight"), 2 * hp.n_embd, hp.n_embd);
-    N.enorm = loader.Vector(BlockName(il, "nextn.enorm.weight"), hp.n_embd);
-    N.hnorm = loader.Vector(BlockName(il, "nextn.hnorm.weight"), hp.n_embd);
-    N.shared_head_norm = loader.OptionalVector(BlockName(il, "nextn.shared_head_norm.weight"), hp.n_embd);
-    N.embed_tokens = loader.OptionalMatrix(BlockName(il, "nextn.embed_tokens.weight"), hp.n_embd, hp.n_vocab);
-    N.head = loader.OptionalMatrix(BlockName(il, "nextn.shared_head_head.weight"), hp.n_embd, hp.n_vocab);
   }
 }
 

@@ -26,7 +26,7 @@ void LoadLlamaFamily(const ModelLoader& loader, Model& model, const Variant& v) 
 
   const ExpertKeys experts = v.experts ? ReadExpertKeys(loader, n_ff) : ExpertKeys{};
   model.layers.resize(hp.n_layer);
-  for (int il = 0; il < hp.n_layer; ++il) {
+  for (int il = loader.FirstBlock(); il < hp.n_layer; ++il) {
     Layer& L = model.layers[il];
     L.attn = UniformAttention(attn, v.rope_style, il);
     L.attn.rope.freq_factors = rope_freqs;
