@@ -10,13 +10,14 @@ namespace {
 constexpr double kDecay = 0.95;     // per step of the same drafter: ~20 steps of memory
 constexpr int kWarmSteps = 4;       // steps each drafter gets before rates decide
 constexpr int kExploreEvery = 32;   // then one step in this many goes to the least tried
+constexpr double kDropBelow = 0.75; // of the best rate: a drafter this slow is dropped
 
 }  // namespace
 
 AutoDrafter::AutoDrafter(std::vector<std::unique_ptr<Drafter>> drafters)
     : drafters_(std::move(drafters)), rates_(drafters_.size()) {
   if (drafters_.empty()) Fail("auto needs at least one drafter");
-  for (size_t i = 0; i < drafters_.size(); ++i) order_.push_back(static_cast<int>(i));
+  order_.reserve(drafters_.size());
 }
 
 std::vector<int> AutoDrafter::target_taps() const {
@@ -31,15 +32,31 @@ std::vector<int> AutoDrafter::target_taps() const {
 void AutoDrafter::Begin(std::span<const TokenId> prompt) {
   for (auto& d : drafters_) d->Begin(prompt);
   std::fill(rates_.begin(), rates_.end(), Rate{});
+  order_.clear();
+  for (size_t i = 0; i < drafters_.size(); ++i) order_.push_back(static_cast<int>(i));
   steps_ = 0;
+  RankForNextStep();
 }
 
 void AutoDrafter::Observe(const Context& target, int n_rows) {
-  for (auto& d : drafters_) d->Observe(target, n_rows);
+  for (size_t i = 0; i < drafters_.size(); ++i) {
+    if (!rates_[i].dropped) drafters_[i]->Observe(target, n_rows);
+  }
 }
 
-void AutoDrafter::RankForThisStep() {
-  auto rate = [&](int i) { return rates_[i].ms > 0 ? rates_[i].tokens / rates_[i].ms : 0.0; };
+void AutoDrafter::DropLosers() {
+  double best = 0;
+  for (int i : order_) {
+    if (rates_[i].steps < kWarmSteps) return;
+    best = std::max(best, rates_[i].per_ms());
+  }
+  for (int i : order_) rates_[i].dropped = rates_[i].per_ms() < kDropBelow * best;
+  std::erase_if(order_, [&](int i) { return rates_[i].dropped; });
+}
+
+void AutoDrafter::RankForNextStep() {
+  DropLosers();
+  auto rate = [&](int i) { return rates_[i].per_ms(); };
   std::sort(order_.begin(), order_.end(), [&](int a, int b) { return rate(a) > rate(b) || (rate(a) == rate(b) && a < b); });
   auto least_tried = std::min_element(order_.begin(), order_.end(),
                                       [&](int a, int b) { return rates_[a].steps < rates_[b].steps; });
@@ -49,7 +66,6 @@ void AutoDrafter::RankForThisStep() {
 
 int AutoDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   draft_start_ = Clock::now();
-  RankForThisStep();
   ++steps_;
   for (int i : order_) {
     const int n = drafters_[i]->Draft(request, out);
@@ -72,9 +88,11 @@ void AutoDrafter::Accept(std::span<const TokenId> history, int drafted, int acce
     ++r.steps;
   }
   for (size_t i = 0; i < drafters_.size(); ++i) {
+    if (rates_[i].dropped) continue;
     const bool drafted_this = static_cast<int>(i) == last_;
     drafters_[i]->Accept(history, drafted_this ? drafted : 0, drafted_this ? accepted : 0);
   }
+  RankForNextStep();
 }
 
 }  // namespace kakeya

@@ -6,6 +6,12 @@
 // again now and then, since a drafter that lost on one stretch of text may
 // win on the next. When the picked drafter has nothing to propose (prompt
 // lookup without a match), the next best one drafts instead.
+//
+// Keeping a drafter warm costs its per-token work on every committed token
+// (a DFlash injection, an MTP catch-up row), whether it proposes or not. So a
+// drafter whose measured rate, once every drafter has had its warm-up steps,
+// stays below kDropBelow of the best one's is dropped for the rest of the
+// request: it is no longer observed, and never asked again.
 #pragma once
 
 #include <chrono>
@@ -23,6 +29,7 @@ class AutoDrafter final : public Drafter {
 
   std::string name() const override { return "auto"; }
   const Drafter& last_drafter() const override { return *drafters_[last_]; }
+  const Drafter& next_drafter() const override { return *drafters_[order_.front()]; }
   // Sampled verification needs the proposer's distributions; auto only
   // mixes deterministic (greedy-drafting) drafters, see drafter_registry.cc.
   bool samples() const override { return false; }
@@ -38,14 +45,19 @@ class AutoDrafter final : public Drafter {
     double tokens = 0;  // decayed sums over the steps this drafter drafted
     double ms = 0;
     int steps = 0;
+    bool dropped = false;
+    double per_ms() const { return ms > 0 ? tokens / ms : 0.0; }
   };
-  // The drafters in the order to ask them this step: best rate first, with
-  // an untried or rarely tried one first now and then.
-  void RankForThisStep();
+  // Drops the drafters that lose clearly, once all have been measured.
+  void DropLosers();
+  // The drafters in the order to ask them next step: best rate first, with
+  // an untried or rarely tried one first now and then (after Begin and each
+  // Accept, so that next_drafter() knows).
+  void RankForNextStep();
 
   std::vector<std::unique_ptr<Drafter>> drafters_;
   std::vector<Rate> rates_;
-  std::vector<int> order_;  // indices into drafters_, reused every step
+  std::vector<int> order_;  // indices into drafters_ not dropped, reused every step
   int last_ = 0;            // the drafter of the last Draft()
   int steps_ = 0;
   Clock::time_point draft_start_;

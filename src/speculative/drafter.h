@@ -41,6 +41,10 @@ class Drafter {
   // The drafter that made the last Draft()'s proposals: itself, or for a
   // drafter that picks among others (auto), the one it picked.
   virtual const Drafter& last_drafter() const { return *this; }
+  // The drafter the next Draft() will ask first (auto: its current pick), so
+  // that the loop sizes the draft with that drafter's measured acceptance and
+  // costs.
+  virtual const Drafter& next_drafter() const { return *this; }
 
   // True if the drafter's proposals come with distributions (DraftRequest::probs);
   // false for deterministic drafters, treated as one-hot.

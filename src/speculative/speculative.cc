@@ -139,7 +139,17 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
 
   // Everything the loop touches is allocated here, once.
   Sampler sampler(options.sampling, n_vocab);
-  DraftLength draft_length(spec);
+  // One length policy per drafter: auto switches between drafters whose
+  // acceptance and draft costs differ by an order of magnitude.
+  std::vector<std::pair<const Drafter*, DraftLength>> policies;
+  policies.reserve(kDrafterStatsSlots);
+  auto policy_of = [&](const Drafter& d) -> DraftLength& {
+    for (auto& [who, policy] : policies) {
+      if (who == &d) return policy;
+    }
+    if (policies.size() == kDrafterStatsSlots) return policies.back().second;
+    return policies.emplace_back(&d, DraftLength(spec)).second;
+  };
   std::vector<TokenId> history(prompt.begin(), prompt.end());
   history.reserve(prompt.size() + options.n_predict + max_block);
   std::vector<TokenId> block(max_block);
@@ -192,7 +202,7 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
       break;
     }
     const int remaining = options.n_predict - static_cast<int>(result.tokens.size());
-    const int want = std::min({draft_length.Next(), room - 1, remaining - 1});
+    const int want = std::min({policy_of(drafter.next_drafter()).Next(), room - 1, remaining - 1});
 
     const auto t0 = Clock::now();
     int m = 0;
@@ -241,7 +251,8 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
       d.verify_ms += MsBetween(t1, t2);
     }
     stats.commit_ms += MsBetween(t2, t3);
-    draft_length.Observe(m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
+    policy_of(m > 0 ? drafter.last_drafter() : drafter.next_drafter())
+        .Observe(m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
   }
   result.decode_ms = MsBetween(t_decode, Clock::now());
   by_drafter.resize(n_drafters_seen);
