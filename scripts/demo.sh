@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kakeya and writes Python with the shipped default model
-# (models/kakeya-pystdlib.gguf): first with speculative decoding (the shipped
-# draft model proposes, the target verifies), then plainly, and shows that the
+# (models/kakeya-pystdlib.gguf): first with speculative decoding (--spec auto:
+# prompt lookup and the shipped drafters -- draft model, DFlash, MTP -- run side
+# by side and the fastest proposes; the target verifies), then plainly, and shows that the
 # two outputs are identical and how much faster the first was (medians of 5
 # alternating runs of each, since one run takes a fraction of a second).
 #   scripts/demo.sh ["PROMPT"]     (default prompt: "def parse_args(")
@@ -13,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run() { build/bin/kakeya run -p "$prompt" -n 200 --temp 0 "$@"; }
 
-echo "== kakeya run -p \"$prompt\" (speculative: the shipped draft model proposes, the target verifies)"
+echo "== kakeya run -p \"$prompt\" (speculative: the shipped drafters propose, the target verifies)"
 run 2> "$tmp/spec.err" | tee "$tmp/spec.out"
 cat "$tmp/spec.err" >&2
 echo "== the same with --spec none (plain decoding), output not shown"
