@@ -70,7 +70,9 @@ TEST(ShippedDraftersSlow, GreedyOutputEqualsPlainAcrossRingWraps) {
                               nullptr, &stats);
       EXPECT_EQ(r.tokens, plain);
       EXPECT_GT(stats.accepted, 0) << "the drafter never got a proposal accepted";
-      if (c.kind == "auto") EXPECT_GE(stats.by_drafter.size(), 2u) << "auto used one drafter only";
+      if (c.kind == "auto") {
+        EXPECT_GE(stats.by_drafter.size(), 2u) << "auto used one drafter only";
+      }
     }
   }
 }

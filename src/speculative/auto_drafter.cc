@@ -8,7 +8,7 @@ namespace kakeya {
 namespace {
 
 constexpr double kDecay = 0.95;     // per step of the same drafter: ~20 steps of memory
-constexpr int kWarmSteps = 4;       // steps each drafter gets before rates decide
+constexpr int kWarmTries = 4;       // Draft() calls each drafter gets first, before rates decide
 constexpr int kExploreEvery = 32;   // then one step in this many goes to the least tried
 constexpr double kDropBelow = 0.75; // of the best rate: a drafter this slow is dropped
 
@@ -47,10 +47,10 @@ void AutoDrafter::Observe(const Context& target, int n_rows) {
 void AutoDrafter::DropLosers() {
   double best = 0;
   for (int i : order_) {
-    if (rates_[i].steps < kWarmSteps) return;
+    if (rates_[i].tries < kWarmTries) return;
     best = std::max(best, rates_[i].per_ms());
   }
-  for (int i : order_) rates_[i].dropped = rates_[i].per_ms() < kDropBelow * best;
+  for (int i : order_) rates_[i].dropped = rates_[i].steps > 0 && rates_[i].per_ms() < kDropBelow * best;
   std::erase_if(order_, [&](int i) { return rates_[i].dropped; });
 }
 
@@ -59,8 +59,8 @@ void AutoDrafter::RankForNextStep() {
   auto rate = [&](int i) { return rates_[i].per_ms(); };
   std::sort(order_.begin(), order_.end(), [&](int a, int b) { return rate(a) > rate(b) || (rate(a) == rate(b) && a < b); });
   auto least_tried = std::min_element(order_.begin(), order_.end(),
-                                      [&](int a, int b) { return rates_[a].steps < rates_[b].steps; });
-  const bool warming = rates_[*least_tried].steps < kWarmSteps;
+                                      [&](int a, int b) { return rates_[a].tries < rates_[b].tries; });
+  const bool warming = rates_[*least_tried].tries < kWarmTries;
   if (warming || steps_ % kExploreEvery == kExploreEvery - 1) std::rotate(order_.begin(), least_tried, least_tried + 1);
 }
 
@@ -68,6 +68,7 @@ int AutoDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   draft_start_ = Clock::now();
   ++steps_;
   for (int i : order_) {
+    ++rates_[i].tries;
     const int n = drafters_[i]->Draft(request, out);
     if (n > 0) {
       last_ = i;

@@ -9,9 +9,11 @@
 //
 // Keeping a drafter warm costs its per-token work on every committed token
 // (a DFlash injection, an MTP catch-up row), whether it proposes or not. So a
-// drafter whose measured rate, once every drafter has had its warm-up steps,
-// stays below kDropBelow of the best one's is dropped for the rest of the
-// request: it is no longer observed, and never asked again.
+// drafter whose measured rate, once every drafter has had its warm-up tries,
+// is below kDropBelow of the best one's is dropped for the rest of the
+// request: it is no longer observed, and never asked again. A drafter that has
+// not proposed yet has no rate and is kept (prompt lookup costs nothing until
+// the text repeats).
 #pragma once
 
 #include <chrono>
@@ -44,7 +46,8 @@ class AutoDrafter final : public Drafter {
   struct Rate {
     double tokens = 0;  // decayed sums over the steps this drafter drafted
     double ms = 0;
-    int steps = 0;
+    int steps = 0;  // steps it drafted
+    int tries = 0;  // Draft() calls it got, proposing or not (prompt lookup often has nothing)
     bool dropped = false;
     double per_ms() const { return ms > 0 ? tokens / ms : 0.0; }
   };
