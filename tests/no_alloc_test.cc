@@ -10,6 +10,7 @@
 #include "engine/generate.h"
 #include "model/context.h"
 #include "speculative/draft_model_drafter.h"
+#include "speculative/drafter_registry.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/speculative.h"
 
@@ -89,6 +90,48 @@ TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
             }),
             0)
       << "n-gram speculation";
+}
+
+// The drafters that read the target (taps, Observe) and auto: the shipped
+// target with its DFlash and MTP files, gemma4 with its assistant, glm4moe
+// with its own NextN layer.
+TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "operator new cannot be counted under AddressSanitizer";
+#endif
+  const std::string shipped = std::string(KAKEYA_FIXTURES) + "/../../models/kakeya-pystdlib";
+  const std::string models2 = std::string(KAKEYA_FIXTURES) + "/models2/";
+  struct Case {
+    std::string target, kind, draft;
+  };
+  const std::vector<Case> cases = {{shipped + ".gguf", "block", shipped + "-dflash.gguf"},
+                                   {shipped + ".gguf", "mtp", shipped + "-mtp.gguf"},
+                                   {shipped + ".gguf", "auto", ""},
+                                   {models2 + "g4moe-q8_0.gguf", "mtp", models2 + "g4moe-assistant-f32.gguf"},
+                                   {models2 + "glm4moe-mtp-f32.gguf", "mtp", ""}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.target + " " + c.kind + " " + c.draft);
+    const std::unique_ptr<Model> model = Model::Load(c.target);
+    const std::vector<TokenId> prompt = model->tokenizer().Encode("def parse_args(argv=None):\n", true, true);
+    Context ctx(*model, ContextOptions{.n_ctx = 512, .max_batch = 64, .n_threads = 2, .max_logit_rows = 16});
+    GenerateOptions o;
+    o.n_predict = 200;
+    o.ignore_eos = true;
+    o.sampling.temperature = 0;
+    const DrafterSetup setup{*model, ctx, c.draft, o.sampling, 16};
+    const std::unique_ptr<Drafter> drafter =
+        c.kind == "auto" ? MakeAutoDrafter(setup, {{"draft", shipped + "-draft.gguf"},
+                                                   {"block", shipped + "-dflash.gguf"},
+                                                   {"mtp", shipped + "-mtp.gguf"}})
+                         : FindDrafterKind(c.kind)->make(setup);
+    for (int block : {0, 4}) {
+      EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+                  return GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = block}, cb, nullptr);
+                }),
+                0)
+          << "block " << block;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, NoAllocation,
