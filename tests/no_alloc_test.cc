@@ -131,6 +131,15 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
                 0)
           << "block " << block;
     }
+    // Sampled verification of deterministic proposals (one-hot q).
+    GenerateOptions sampled = o;
+    sampled.sampling.temperature = 0.8f;
+    sampled.sampling.seed = 1;
+    EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+                return GenerateSpeculative(ctx, *drafter, prompt, sampled, SpecOptions{.block = 4}, cb, nullptr);
+              }),
+              0)
+        << "sampled";
   }
 }
 
