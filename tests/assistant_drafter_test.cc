@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
+#include "drafts_fixture.h"
 #include "fixture_util.h"
 #include "gguf_copy.h"
 #include "speculative/speculative.h"
@@ -27,47 +28,6 @@ namespace kakeya {
 namespace {
 
 const std::string kAssistant = fixture::ModelPath("g4moe-assistant-f32", "models2");
-
-// One step of llama.cpp's loop: at `pos` (the tokens in the target's cache),
-// the drafter proposed `draft` after id_last, with top-5 raw logits `top[i]`
-// for slot i; the target accepted `accepted` of them and committed target_ids.
-struct RefStep {
-  int pos = 0;
-  TokenId id_last = 0;
-  std::vector<TokenId> draft;
-  std::vector<std::vector<std::pair<TokenId, double>>> top;
-  int accepted = 0;
-  std::vector<TokenId> target_ids;
-};
-
-struct RefDrafts {
-  std::vector<TokenId> prompt_ids;
-  std::vector<RefStep> steps;
-};
-
-RefDrafts LoadRefDrafts(const std::string& prompt) {
-  const std::string path = std::string(KAKEYA_FIXTURES) + "/models2/g4moe-assistant-f32/" + prompt + ".drafts.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  RefDrafts r;
-  r.prompt_ids = j.at("prompt_ids").get<std::vector<TokenId>>();
-  for (const auto& s : j.at("steps")) {
-    RefStep step;
-    step.pos = s.at("pos").get<int>();
-    step.id_last = s.at("id_last").get<TokenId>();
-    step.draft = s.at("draft").get<std::vector<TokenId>>();
-    for (const auto& slot : s.at("draft_top")) {
-      std::vector<std::pair<TokenId, double>> top;
-      for (const auto& t : slot) top.emplace_back(t.at(0).get<TokenId>(), t.at(1).get<double>());
-      step.top.push_back(std::move(top));
-    }
-    step.accepted = s.at("accepted").get<int>();
-    step.target_ids = s.at("target_ids").get<std::vector<TokenId>>();
-    r.steps.push_back(std::move(step));
-  }
-  return r;
-}
 
 // Raw logits agree within these fractions of their size: at the median slot
 // of a prompt, and at every slot. The assistant reads the target's keys,
@@ -142,7 +102,7 @@ bool ForwardReplayingRouting(Context& ctx, std::span<const TokenId> block, const
 // target_ids, so the target's cache (ring wraps, rejected rows written and
 // trimmed) follows llama.cpp's whatever our proposals are.
 void RunPrompt(const Model& target, const std::string& prompt, ParityResult& r) {
-  const RefDrafts ref = LoadRefDrafts(prompt);
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts("g4moe-assistant-f32", prompt);
   const int n_prompt = static_cast<int>(ref.prompt_ids.size());
   // max_batch 16: the sliding layers' rings hold 32 + 16 rows and wrap every 48 positions.
   Context ctx(target, ContextOptions{.n_ctx = 2048, .max_batch = 16, .n_threads = 2});
@@ -160,7 +120,7 @@ void RunPrompt(const Model& target, const std::string& prompt, ParityResult& r) 
 
   std::vector<TokenId> history = ref.prompt_ids;
   std::vector<TokenId> out(8);
-  for (const RefStep& step : ref.steps) {
+  for (const fixture::RefDraftStep& step : ref.steps) {
     if (step.pos < n_prompt) {
       EXPECT_EQ(step.pos, n_prompt - 1);
       history.insert(history.end(), step.target_ids.begin(), step.target_ids.end());
@@ -291,7 +251,7 @@ TEST(AssistantDrafter, DraftsFromTheLastCommittedRow) {
 // wrap many times), blocks 2, 3, 4 and adaptive, 1 and 2 threads.
 void CheckLossless(const std::string& model_name) {
   const std::unique_ptr<Model> target = Model::Load(fixture::ModelPath(model_name, "models2"));
-  const std::vector<TokenId> prompt = LoadRefDrafts("wrap").prompt_ids;
+  const std::vector<TokenId> prompt = fixture::LoadRefDrafts("g4moe-assistant-f32", "wrap").prompt_ids;
   constexpr int kTokens = 220;
   const ContextOptions context{.n_ctx = static_cast<int>(prompt.size()) + kTokens + 1, .max_batch = 16};
   GenerateOptions o;

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
+#include "drafts_fixture.h"
 #include "fixture_util.h"
 #include "gguf_copy.h"
 #include "kernels/cpu/dequant.h"
@@ -39,43 +40,6 @@ const std::string kTargetQ8 = kModels2 + "g4moe-q8_0.gguf";
 const std::string kDrafter = kModels2 + "g4moe-dflash-f32.gguf";
 
 using Tokens = std::vector<TokenId>;
-
-// One step of `<prompt>.drafts.json` (fixture README "drafts.json").
-struct RefDraftStep {
-  int pos = 0;
-  TokenId id_last = 0;
-  Tokens draft;
-  std::vector<std::vector<std::pair<TokenId, double>>> top;  // per slot: top-5 (id, raw logit)
-  int accepted = 0;
-};
-
-struct RefDrafts {
-  Tokens prompt_ids, generated_ids;
-  std::vector<RefDraftStep> steps;
-};
-
-RefDrafts LoadRefDrafts(const std::string& prompt) {
-  const std::string path = kModels2 + "g4moe-dflash-f32/" + prompt + ".drafts.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  RefDrafts r;
-  r.prompt_ids = j.at("prompt_ids").get<Tokens>();
-  r.generated_ids = j.at("generated_ids").get<Tokens>();
-  for (const auto& s : j.at("steps")) {
-    RefDraftStep step;
-    step.pos = s.at("pos").get<int>();
-    step.id_last = s.at("id_last").get<TokenId>();
-    step.draft = s.at("draft").get<Tokens>();
-    step.accepted = s.at("accepted").get<int>();
-    for (const auto& slot : s.at("draft_top")) {
-      step.top.emplace_back();
-      for (const auto& t : slot) step.top.back().emplace_back(t.at(0).get<TokenId>(), t.at(1).get<double>());
-    }
-    r.steps.push_back(std::move(step));
-  }
-  return r;
-}
 
 // Our k best ids, ties to the smaller id (as the reference lists them).
 Tokens TopIds(std::span<const float> logits, int k) {
@@ -161,7 +125,7 @@ struct ParityResult {
 // batched loop gives the same bits (batch_invariance_test, and
 // InjectionDoesNotDependOnHowRowsAreBatched below).
 ParityResult CheckPrompt(const Model& target, const std::string& prompt) {
-  const RefDrafts ref = LoadRefDrafts(prompt);
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts("g4moe-dflash-f32", prompt);
   const fixture::RefLogits target_ref = fixture::LoadRefLogits("g4moe-f32", prompt, ".logits.json", "models2");
   Tokens full = ref.prompt_ids;
   full.insert(full.end(), ref.generated_ids.begin(), ref.generated_ids.end());
@@ -185,7 +149,7 @@ ParityResult CheckPrompt(const Model& target, const std::string& prompt) {
   drafter.Begin(ref.prompt_ids);
   for (int p = 0; p < n_prompt; ++p) commit(p);
 
-  for (const RefDraftStep& step : ref.steps) {
+  for (const fixture::RefDraftStep& step : ref.steps) {
     if (step.pos < n_prompt) continue;
     SCOPED_TRACE(prompt + " pos " + std::to_string(step.pos));
     if (ctx.n_committed() != step.pos || full[step.pos] != step.id_last) {
@@ -393,7 +357,7 @@ constexpr double kFloat64Tol = 1e-3;
 // of the fox loop: every logit of every slot. Returns those logits.
 std::vector<float> CheckAgainstReference(const std::string& drafter_path) {
   const std::unique_ptr<Model> target = Model::Load(kTarget);
-  const RefDrafts ref = LoadRefDrafts("fox");
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts("g4moe-dflash-f32", "fox");
   Tokens full = ref.prompt_ids;
   full.insert(full.end(), ref.generated_ids.begin(), ref.generated_ids.end());
   Context ctx(*target, ContextOptions{.n_ctx = 256, .max_batch = 16, .n_threads = 2});
@@ -468,7 +432,7 @@ TEST(DFlashDrafter, CausalBlockMatchesTheFloat64Reference) {
 // row at a time gives the same bits.
 TEST(DFlashDrafter, InjectionDoesNotDependOnHowRowsAreBatched) {
   const std::unique_ptr<Model> target = Model::Load(kTarget);
-  const RefDrafts ref = LoadRefDrafts("wrap");  // 98 prompt tokens: more than one injection chunk
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts("g4moe-dflash-f32", "wrap");  // 98 prompt tokens: more than one injection chunk
   auto draft_logits = [&](int max_batch) {
     Context ctx(*target, ContextOptions{.n_ctx = 256, .max_batch = max_batch, .n_threads = 2});
     DFlashDrafter drafter(*target, kDrafter, 256, ctx.pool());
@@ -535,7 +499,7 @@ Tokens Speculative(const Model& target, const std::string& drafter_path, const T
 void CheckLossless(const std::string& target_path, const std::string& prompt_name, int n,
                    const std::vector<int>& threads) {
   const std::unique_ptr<Model> target = Model::Load(target_path);
-  const Tokens prompt = LoadRefDrafts(prompt_name).prompt_ids;
+  const Tokens prompt = fixture::LoadRefDrafts("g4moe-dflash-f32", prompt_name).prompt_ids;
   const Tokens plain = Plain(*target, prompt, n, 1);
   ASSERT_EQ(static_cast<int>(plain.size()), n);
   for (int t : threads) {

@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "engine/generate.h"
+#include "drafts_fixture.h"
 #include "fixture_util.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/dequant.h"
@@ -38,46 +39,6 @@ using Tokens = std::vector<TokenId>;
 const std::string kGlm = fixture::ModelPath("glm4moe-mtp-f32", "models2");
 
 // ------------------------------------------------------------ the reference
-
-// One step of a `<prompt>.drafts.json` (fixtures/models2/README.md).
-struct RefDraftStep {
-  int pos = 0;
-  TokenId id_last = 0;
-  Tokens draft;
-  std::vector<std::vector<std::pair<TokenId, double>>> top;  // per slot, top-5 raw logits
-  int accepted = 0;
-  Tokens target_ids;
-};
-
-struct RefDrafts {
-  Tokens prompt_ids;
-  int n_max = 0;
-  std::vector<RefDraftStep> steps;
-};
-
-RefDrafts LoadRefDrafts(const std::string& prompt) {
-  const std::string path = std::string(KAKEYA_FIXTURES) + "/models2/glm4moe-mtp-f32/" + prompt + ".drafts.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  const nlohmann::json j = nlohmann::json::parse(in);
-  RefDrafts r;
-  r.prompt_ids = j.at("prompt_ids").get<Tokens>();
-  r.n_max = j.at("n_max").get<int>();
-  for (const auto& s : j.at("steps")) {
-    RefDraftStep step;
-    step.pos = s.at("pos").get<int>();
-    step.id_last = s.at("id_last").get<TokenId>();
-    step.draft = s.at("draft").get<Tokens>();
-    for (const auto& slot : s.at("draft_top")) {
-      auto& top = step.top.emplace_back();
-      for (const auto& t : slot) top.emplace_back(t.at(0).get<TokenId>(), t.at(1).get<double>());
-    }
-    step.accepted = s.at("accepted").get<int>();
-    step.target_ids = s.at("target_ids").get<Tokens>();
-    r.steps.push_back(std::move(step));
-  }
-  return r;
-}
 
 // A speculative loop driven by hand, as GenerateSpeculative drives it:
 // Begin, the prefill with Observe after it, then per step Draft, the verify
@@ -158,7 +119,7 @@ class MtpParity : public ::testing::TestWithParam<std::string> {};
 // position, the catch-up's last row here) is comparable. From step 1 on the
 // steps line up: commit the reference's tokens, compare the proposals.
 TEST_P(MtpParity, ProposalsMatchLlamaCpp) {
-  const RefDrafts ref = LoadRefDrafts(GetParam());
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts("glm4moe-mtp-f32", GetParam());
   const std::unique_ptr<Model> target = Model::Load(kGlm);
   MtpDrafter drafter(*target, "", Options(ref.n_max));
   HandLoop loop(*target, drafter, ref.prompt_ids);
@@ -172,7 +133,7 @@ TEST_P(MtpParity, ProposalsMatchLlamaCpp) {
   int compared = 0, equal = 0;
   float min_margin = INFINITY;  // of the block's router, over every draft row
   for (size_t s = 1; s < ref.steps.size(); ++s) {
-    const RefDraftStep& step = ref.steps[s];
+    const fixture::RefDraftStep& step = ref.steps[s];
     ASSERT_EQ(step.pos, static_cast<int>(loop.history().size()) - 1) << "step " << s;
     ASSERT_EQ(step.id_last, loop.history().back()) << "step " << s;
     const int k = static_cast<int>(step.draft.size());

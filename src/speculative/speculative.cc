@@ -102,6 +102,21 @@ class DraftLength {
   int plain_steps_ = 0;
 };
 
+// One verify step that drafted m tokens and kept `accepted` of them, into
+// the run's totals (SpecStats) or a drafter's (DrafterStats).
+template <typename Stats>
+void CountStep(Stats& s, int m, int accepted, double draft_ms, double verify_ms) {
+  ++s.steps;
+  s.drafted += m;
+  s.accepted += accepted;
+  for (int i = 0; i < m; ++i) {
+    ++s.drafted_by_pos[i];
+    if (i < accepted) ++s.accepted_by_pos[i];
+  }
+  s.draft_ms += draft_ms;
+  s.verify_ms += verify_ms;
+}
+
 // Per-drafter statistics in slots allocated before the loop, so that a
 // drafter's first step allocates nothing; auto runs at most a handful of
 // drafters, and any beyond the slots would share the last one.
@@ -229,26 +244,10 @@ GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<
     if (go) drafter.Accept(history, m, v.accepted);
     const auto t3 = Clock::now();
 
-    ++stats.steps;
-    stats.drafted += m;
-    stats.accepted += v.accepted;
-    for (int i = 0; i < m; ++i) {
-      ++stats.drafted_by_pos[i];
-      if (i < v.accepted) ++stats.accepted_by_pos[i];
-    }
-    stats.draft_ms += MsBetween(t0, t1);
-    stats.verify_ms += MsBetween(t1, t2);
+    CountStep(stats, m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
     if (m > 0) {
-      DrafterStats& d = StatsOf(by_drafter, n_drafters_seen, drafter.last_drafter().name());
-      ++d.steps;
-      d.drafted += m;
-      d.accepted += v.accepted;
-      for (int i = 0; i < m; ++i) {
-        ++d.drafted_by_pos[i];
-        if (i < v.accepted) ++d.accepted_by_pos[i];
-      }
-      d.draft_ms += MsBetween(t0, t1);
-      d.verify_ms += MsBetween(t1, t2);
+      CountStep(StatsOf(by_drafter, n_drafters_seen, drafter.last_drafter().name()), m, v.accepted, MsBetween(t0, t1),
+                MsBetween(t1, t2));
     }
     stats.commit_ms += MsBetween(t2, t3);
     policy_of(m > 0 ? drafter.last_drafter() : drafter.next_drafter())
