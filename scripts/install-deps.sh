@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
-  libhwy-dev libpcre2-dev libcli11-dev nlohmann-json3-dev
+  libhwy-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-dev
 )
