@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "model/workspace.h"
 
 namespace kakeya {
 namespace {
@@ -119,6 +120,69 @@ void CheckInvariance(const Model& model, std::mt19937& rng) {
   }
 }
 
+// Several sequences in one forward (RunForward, ADR 0009): each sequence's
+// rows equal its own single-sequence rows whatever runs beside it, in chunks
+// of any size, including beside a sequence that rolls back a rejected draft.
+void CheckSequencesShareForwards(const Model& model, std::mt19937& rng) {
+  constexpr int kSequences = 4;
+  std::uniform_int_distribution<TokenId> any_token(3, model.hparams().n_vocab - 1);
+  std::vector<std::vector<TokenId>> tokens(kSequences);
+  std::vector<Rows> want;
+  for (int s = 0; s < kSequences; ++s) {
+    tokens[s] = {1};
+    while (static_cast<int>(tokens[s].size()) < kSeqLen - 5 * s) tokens[s].push_back(any_token(rng));
+    Context alone(model, ContextOptions{.n_ctx = 256, .max_batch = 64, .n_threads = 1});
+    want.push_back(RunChunks(alone, tokens[s], {static_cast<int>(tokens[s].size())}, true));
+  }
+  for (int n_threads : {1, 3}) {
+    SCOPED_TRACE("n_threads " + std::to_string(n_threads));
+    Workspace ws(model, WorkspaceOptions{.max_rows = 64, .max_logit_rows = 64, .n_ctx = 256, .n_threads = n_threads});
+    std::vector<std::unique_ptr<Context>> seqs;
+    for (int s = 0; s < kSequences; ++s) {
+      seqs.push_back(std::make_unique<Context>(
+          model, ContextOptions{.n_ctx = 256, .max_batch = 16, .max_logit_rows = 16, .workspace = &ws}));
+    }
+    std::vector<Rows> got(kSequences);
+    for (int s = 0; s < kSequences; ++s) got[s].resize(tokens[s].size());
+    std::vector<TokenId> draft(5);
+    for (int step = 0;; ++step) {
+      std::vector<SequenceRows> batch;
+      for (int s = 0; s < kSequences; ++s) {
+        const int done = seqs[s]->n_past();
+        const int left = static_cast<int>(tokens[s].size()) - done;
+        if (left == 0 || rng() % 4 == 0) continue;  // finished, or sits this step out
+        if (s == 0 && step == 2) {  // a draft that will be rejected
+          for (TokenId& t : draft) t = any_token(rng);
+          batch.push_back({seqs[s].get(), draft, true});
+          continue;
+        }
+        const int n = std::uniform_int_distribution<int>(1, std::min(left, 16))(rng);
+        batch.push_back({seqs[s].get(), {tokens[s].data() + done, size_t(n)}, rng() % 2 == 0});
+      }
+      const bool finished = std::all_of(seqs.begin(), seqs.end(), [&](const auto& c) {
+        return c->n_past() == static_cast<int>(tokens[&c - seqs.data()].size());
+      });
+      if (finished) break;
+      RunForward(ws, batch);
+      for (const SequenceRows& b : batch) {
+        Context& c = *b.sequence;
+        if (b.tokens.data() == draft.data()) {
+          c.Trim(static_cast<int>(draft.size()));
+          continue;
+        }
+        const int s = static_cast<int>(std::find_if(seqs.begin(), seqs.end(), [&](const auto& p) { return p.get() == &c; }) -
+                                       seqs.begin());
+        for (int r = 0; r < c.n_logit_rows(); ++r) {
+          const std::span<const float> row = c.logits(r);
+          got[s][c.n_past() - c.n_logit_rows() + r].assign(row.begin(), row.end());
+        }
+        c.Commit();
+      }
+    }
+    for (int s = 0; s < kSequences; ++s) EXPECT_TRUE(SameRows(want[s], got[s])) << "sequence " << s;
+  }
+}
+
 TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
   const std::string param = GetParam();
   const size_t slash = param.find('/');
@@ -130,6 +194,7 @@ TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
     SCOPED_TRACE("CPU target " + target);
     ForceCpuTarget(target);
     CheckInvariance(*model, rng);
+    CheckSequencesShareForwards(*model, rng);
   }
   ForceCpuTarget(initial_target);
 }

@@ -10,11 +10,24 @@
 
 namespace kakeya {
 
+namespace {
+
+WorkspaceOptions OwnWorkspaceOptions(const ContextOptions& o) {
+  return {.max_rows = o.max_batch,
+          .max_logit_rows = o.max_logit_rows,
+          .n_ctx = o.n_ctx,
+          .n_threads = o.n_threads,
+          .shared_pool = o.shared_pool};
+}
+
+}  // namespace
+
 Context::Context(const Model& model, const ContextOptions& options)
     : model_(model),
       options_(options),
-      own_pool_(options.shared_pool != nullptr ? nullptr : std::make_unique<ThreadPool>(std::max(1, options.n_threads))),
-      pool_(options.shared_pool != nullptr ? *options.shared_pool : *own_pool_) {
+      own_workspace_(options.workspace != nullptr ? nullptr
+                                                  : std::make_unique<Workspace>(model, OwnWorkspaceOptions(options))),
+      workspace_(options.workspace != nullptr ? *options.workspace : *own_workspace_) {
   if (options_.n_ctx < 1 || options_.n_ctx > (1 << 24)) {
     Fail("context size ", options_.n_ctx, " is out of range (1 .. ", 1 << 24, ")");
   }
@@ -28,6 +41,12 @@ Context::Context(const Model& model, const ContextOptions& options)
   if (options_.max_logit_rows < 1 || options_.max_logit_rows > options_.max_batch) {
     Fail("max_logit_rows ", options_.max_logit_rows, " is out of range (1 .. max_batch)");
   }
+  const WorkspaceOptions& w = workspace_.options();
+  if (&workspace_.model() != &model || options_.max_batch > w.max_rows ||
+      options_.max_logit_rows > w.max_logit_rows || options_.n_ctx > w.n_ctx) {
+    Fail("the shared workspace does not fit the context (another model, or fewer rows, logit rows or positions: ",
+         w.max_rows, ", ", w.max_logit_rows, ", ", w.n_ctx, ")");
+  }
 
   // Layers that read another layer's keys and values keep no cache of their own.
   std::vector<LayerCacheShape> shapes;
@@ -37,117 +56,181 @@ Context::Context(const Model& model, const ContextOptions& options)
     shapes.push_back({a.window, own ? a.k_width() : 0, own ? a.v_width() : 0});
   }
   cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch);
-  s_ = std::make_unique<ForwardBuffers>(model, options_.max_batch, options_.max_logit_rows, options_.n_ctx,
-                                        pool_.size());
 }
 
 Context::~Context() = default;
 
 void Context::SetHiddenTaps(std::vector<int> layers) {
-  const HParams& hp = model_.hparams();
-  for (int l : layers) {
-    if (l < 0 || l > hp.n_layer) Fail("hidden tap ", l, " is out of range (0 .. ", hp.n_layer, ")");
-  }
+  workspace_.AddHiddenTaps(layers);
   std::sort(layers.begin(), layers.end());
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   taps_ = std::move(layers);
-  tap_rows_ = Buffer<float>(taps_.size() * options_.max_batch * hp.n_embd);
 }
 
 std::span<const float> Context::tap(int layer, int i) const {
-  const auto it = std::find(taps_.begin(), taps_.end(), layer);
-  if (it == taps_.end()) Fail("layer ", layer, " is not tapped (Context::SetHiddenTaps)");
-  const size_t n_embd = model_.hparams().n_embd;
-  return {tap_rows_.get() + (size_t(it - taps_.begin()) * options_.max_batch + i) * n_embd, n_embd};
+  if (std::find(taps_.begin(), taps_.end(), layer) == taps_.end()) {
+    Fail("layer ", layer, " is not tapped (Context::SetHiddenTaps)");
+  }
+  return {workspace_.tap(layer, first_row_ + i), size_t(model_.hparams().n_embd)};
 }
 
 float Context::routing_margin(int il, int i) const {
+  const ForwardBuffers& b = workspace_.buffers();
   if (il < 0 || il >= model_.hparams().n_layer || !model_.layers[il].moe.present() || i < 0 ||
-      i >= options_.max_batch) {
+      first_row_ + i >= b.max_rows) {
     return INFINITY;
   }
-  return s_->routing_margins.get()[size_t(il) * s_->max_rows + i];
+  return b.routing_margins.get()[size_t(il) * b.max_rows + first_row_ + i];
 }
 
 void Context::TakeRunnerUpExpert(int il, int i) {
   if (il < 0 || il >= model_.hparams().n_layer || i < 0 || i >= options_.max_batch) {
     Fail("TakeRunnerUpExpert: layer ", il, " row ", i, " is out of range");
   }
-  s_->routing_overrides.push_back({il, i});
+  workspace_.buffers().routing_overrides.push_back({il, i});
 }
 
 std::span<const float> Context::logits(int i) const {
-  const int n_vocab = model_.hparams().n_vocab;
-  return {s_->logits.get() + static_cast<size_t>(i) * n_vocab, static_cast<size_t>(n_vocab)};
+  return {workspace_.logits(first_logit_row_ + i), static_cast<size_t>(model_.hparams().n_vocab)};
 }
 
 void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
-  const int n_vocab = model_.hparams().n_vocab;
-  for (TokenId t : tokens) {
-    if (t < 0 || t >= n_vocab) Fail("token id ", t, " is out of range for a vocabulary of ", n_vocab);
-  }
-  Run(tokens.data(), nullptr, static_cast<int>(tokens.size()), all_logits);
+  const SequenceRows rows[] = {{this, tokens, all_logits}};
+  RunForward(workspace_, rows);
 }
 
 void Context::ForwardEmbedded(std::span<const float> rows, bool all_logits) {
   const HParams& hp = model_.hparams();
   if (hp.n_embd_per_layer > 0) Fail("a model with per-layer embeddings needs token ids, not input rows");
   if (rows.size() % hp.n_embd != 0) Fail("input rows of ", rows.size(), " floats are not a multiple of n_embd = ", hp.n_embd);
-  Run(nullptr, rows.data(), static_cast<int>(rows.size() / hp.n_embd), all_logits);
+  const SequenceRows batch[] = {{this, {}, all_logits, rows}};
+  RunForward(workspace_, batch);
 }
+
+namespace {
+
+int RowsOf(const SequenceRows& s, int n_embd) {
+  return static_cast<int>(s.input_rows.empty() ? s.tokens.size() : s.input_rows.size() / n_embd);
+}
+
+// Everything RunForward checks before it touches a cache.
+void CheckBatch(const Workspace& ws, std::span<const SequenceRows> batch) {
+  const Model& model = ws.model();
+  const HParams& hp = model.hparams();
+  if (static_cast<int>(batch.size()) > ForwardBuffers::kMaxSequences) {
+    Fail("a forward of ", batch.size(), " sequences exceeds ", ForwardBuffers::kMaxSequences);
+  }
+  int rows = 0, logit_rows = 0;
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const SequenceRows& s = batch[k];
+    const Context& seq = *s.sequence;
+    const int n = RowsOf(s, hp.n_embd);
+    if (&seq.workspace() != &ws) Fail("sequence ", k, " of the forward runs on another workspace");
+    for (size_t j = 0; j < k; ++j) {
+      if (batch[j].sequence == s.sequence) Fail("sequence ", k, " of the forward is also sequence ", j);
+    }
+    if (!s.tokens.empty() && !s.input_rows.empty()) Fail("sequence ", k, " gives both token ids and input rows");
+    for (TokenId t : s.tokens) {
+      if (t < 0 || t >= hp.n_vocab) Fail("token id ", t, " is out of range for a vocabulary of ", hp.n_vocab);
+    }
+    if (!s.input_rows.empty() && hp.n_embd_per_layer > 0) {
+      Fail("a model with per-layer embeddings needs token ids, not input rows");
+    }
+    if (n > seq.options().max_batch) {
+      Fail("batch of ", n, " tokens exceeds the context's batch size ", seq.options().max_batch);
+    }
+    if (s.all_logits && n > seq.options().max_logit_rows) {
+      Fail("asked for logits of ", n, " rows; the context returns at most ", seq.options().max_logit_rows);
+    }
+    if (!seq.cache().CanAppend(n)) {
+      Fail("context is full: ", seq.n_past(), " + ", n, " tokens exceed n_ctx = ", seq.options().n_ctx,
+           " (pass a larger -c)");
+    }
+    rows += n;
+    logit_rows += n == 0 ? 0 : s.all_logits ? n : 1;
+  }
+  if (rows > ws.options().max_rows) Fail("a forward of ", rows, " rows exceeds the workspace's ", ws.options().max_rows);
+  if (logit_rows > ws.options().max_logit_rows) {
+    Fail("a forward asking for ", logit_rows, " rows of logits exceeds the workspace's ", ws.options().max_logit_rows);
+  }
+}
+
+}  // namespace
 
 // The forward pass, top to bottom: embeddings, the decoder layers as the
 // architecture composes them (model/arch/), the output norm and head.
-void Context::Run(const TokenId* tokens, const float* input_rows, int n, bool all_logits) {
-  const HParams& hp = model_.hparams();
-  if (n == 0) return;
-  if (n > options_.max_batch) {
-    Fail("batch of ", n, " tokens exceeds the context's batch size ", options_.max_batch);
-  }
-  if (all_logits && n > options_.max_logit_rows) {
-    Fail("asked for logits of ", n, " rows; the context returns at most ", options_.max_logit_rows);
-  }
-  if (!cache_->CanAppend(n)) {
-    Fail("context is full: ", n_past(), " + ", n, " tokens exceed n_ctx = ", options_.n_ctx,
-         " (pass a larger -c)");
-  }
-
+void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
+  CheckBatch(ws, batch);
+  const Model& model = ws.model();
+  const HParams& hp = model.hparams();
   const int n_embd = hp.n_embd;
-  const int first_out = all_logits ? 0 : n - 1;  // rows that get logits
-  n_logit_rows_ = n - first_out;
-  ForwardPass pass(model_, *s_, *cache_, pool_, n, n_past());
-  auto keep_taps = [&](int layer) {
-    for (size_t t = 0; t < taps_.size(); ++t) {
-      if (taps_[t] != layer) continue;
-      std::memcpy(tap_rows_.get() + t * options_.max_batch * n_embd, pass.residual(), sizeof(float) * n * n_embd);
+  ForwardBuffers& b = ws.buffers();
+
+  // Lay the sequences' rows out one after another.
+  std::vector<SequenceSlice>& slices = b.slices;
+  slices.clear();
+  int n = 0, n_logit_rows = 0;
+  bool embedded = false;
+  for (const SequenceRows& s : batch) {
+    const int rows = RowsOf(s, n_embd);
+    Context& seq = *s.sequence;
+    seq.first_row_ = n;
+    seq.first_logit_row_ = n_logit_rows;
+    seq.n_logit_rows_ = rows == 0 ? 0 : s.all_logits ? rows : 1;
+    if (rows == 0) continue;
+    slices.push_back({seq.cache_.get(), n, rows, seq.n_past()});
+    if (s.input_rows.empty()) {
+      std::copy(s.tokens.begin(), s.tokens.end(), b.tokens.get() + n);
+    } else {
+      std::fill_n(b.tokens.get() + n, rows, 0);
+      embedded = true;
     }
+    n += rows;
+    n_logit_rows += seq.n_logit_rows_;
+  }
+  if (n == 0) return;
+
+  ForwardPass pass(model, b, slices, ws.pool());
+  const std::vector<int>& taps = ws.hidden_taps();
+  auto keep_taps = [&](int layer) {
+    if (std::find(taps.begin(), taps.end(), layer) == taps.end()) return;
+    std::memcpy(ws.tap(layer, 0), pass.residual(), sizeof(float) * n * n_embd);
   };
 
-  if (tokens != nullptr) {
-    pass.Embed(tokens);
-    pass.PreparePerLayerInputs(tokens);
-  } else {
-    std::memcpy(pass.residual(), input_rows, sizeof(float) * n * n_embd);
+  pass.Embed(b.tokens.get());
+  if (embedded) {
+    for (size_t k = 0; k < batch.size(); ++k) {
+      if (batch[k].input_rows.empty()) continue;
+      std::memcpy(pass.residual() + size_t(batch[k].sequence->first_row_) * n_embd, batch[k].input_rows.data(),
+                  batch[k].input_rows.size_bytes());
+    }
   }
+  pass.PreparePerLayerInputs(b.tokens.get());
   pass.PrepareRope();
-  s_->experts_touched = 0;
-  s_->expert_bytes_read = 0;
-  const Architecture& arch = model_.architecture();
+  b.experts_touched = 0;
+  b.expert_bytes_read = 0;
+  const Architecture& arch = model.architecture();
   for (int il = 0; il < hp.n_layer; ++il) {
     keep_taps(il);
-    arch.run_layer(pass, model_.layers[il], il);
+    arch.run_layer(pass, model.layers[il], il);
   }
   keep_taps(hp.n_layer);
-  cache_->Append(n);
-  s_->routing_overrides.clear();
+  for (const SequenceSlice& s : slices) s.cache->Append(s.n_rows);
+  b.routing_overrides.clear();
 
+  // The output head over the rows that asked for logits, in order.
   float* const normed = pass.normed();
-  for (int i = first_out; i < n; ++i) {
-    RmsNorm(pass.residual() + size_t(i) * n_embd, model_.output_norm, n_embd, hp.norm_eps,
-            normed + size_t(i - first_out) * n_embd);
+  for (const SequenceRows& s : batch) {
+    const Context& seq = *s.sequence;
+    const int rows = RowsOf(s, n_embd);
+    for (int j = 0; j < seq.n_logit_rows_; ++j) {
+      const int row = seq.first_row_ + rows - seq.n_logit_rows_ + j;
+      RmsNorm(pass.residual() + size_t(row) * n_embd, model.output_norm, n_embd, hp.norm_eps,
+              normed + size_t(seq.first_logit_row_ + j) * n_embd);
+    }
   }
-  MatMul(model_.output, normed, n_logit_rows_, s_->logits.get(), s_->matmul.get(), pool_);
-  if (hp.final_softcap > 0) SoftCap(s_->logits.get(), n_logit_rows_ * hp.n_vocab, hp.final_softcap);
+  MatMul(model.output, normed, n_logit_rows, b.logits.get(), b.matmul.get(), ws.pool());
+  if (hp.final_softcap > 0) SoftCap(b.logits.get(), n_logit_rows * hp.n_vocab, hp.final_softcap);
 }
 
 }  // namespace kakeya

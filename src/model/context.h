@@ -1,6 +1,8 @@
-// Per-sequence inference state: the KV cache and every scratch buffer a
-// forward pass needs, allocated once at construction so that Forward() does
-// not allocate (DESIGN.md invariant 4).
+// One sequence's inference state: its KV cache, and where its rows sit in
+// the last forward of the Workspace it runs on (model/workspace.h). A Context
+// made alone gets a workspace of its own; a server's slots share one, and
+// RunForward runs the rows of several sequences in one forward. Forwards do
+// not allocate (DESIGN.md invariant 4): everything is sized at construction.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +12,8 @@
 
 #include "base/thread_pool.h"
 #include "cache/kv_cache.h"
-#include "model/forward_pass.h"
 #include "model/model.h"
+#include "model/workspace.h"
 
 namespace kakeya {
 
@@ -23,7 +25,33 @@ struct ContextOptions {
   // Run on this pool instead of starting n_threads of our own: a drafter's
   // context shares the target's, so the two never compete for the cores.
   ThreadPool* shared_pool = nullptr;
+  // Run on this workspace, shared with other sequences (a server's slots),
+  // instead of one of our own; n_threads and shared_pool are then unused.
+  // Its rows, logit rows and n_ctx must cover this context's.
+  Workspace* workspace = nullptr;
 };
+
+class Context;
+
+// One sequence's rows in a forward over several (RunForward): token ids, or
+// the first layer's input rows, F32 [n, n_embd] (ForwardEmbedded).
+struct SequenceRows {
+  Context* sequence;
+  std::span<const TokenId> tokens;
+  bool all_logits = false;  // logits for every row, else only the last row's
+  std::span<const float> input_rows = {};
+};
+
+// One forward over the rows of several sequences on one workspace, each at
+// its own positions and attending to its own cache. Every row's logits and
+// taps are bit-identical to what the sequence's own Forward() gives (batch
+// invariance, ADR 0001), so a sequence's output does not depend on what runs
+// beside it. Afterwards each sequence's logits(i) and tap(layer, i) read its
+// own rows. Throws Error, before anything runs, when a row does not fit (a
+// token id, a cache that would overflow, more rows or logit rows than the
+// workspace or a sequence allows, a sequence of another workspace or given
+// twice).
+void RunForward(Workspace& workspace, std::span<const SequenceRows> batch);
 
 class Context {
  public:
@@ -50,11 +78,11 @@ class Context {
   // Hidden-state taps for drafters that read the target's features. Tap l in
   // [0, n_layer] is the residual stream entering layer l (l == n_layer: the
   // final residual, before output_norm), kept for every row of a forward.
-  // Allocates; call at set-up, not per step. No taps: nothing is copied.
-  // Duplicates are kept once, so several drafters can ask for the same layer.
+  // Allocates; call at set-up, not per step. Duplicates are kept once, so
+  // several drafters can ask for the same layer.
   void SetHiddenTaps(std::vector<int> layers);
-  // F32 [n_embd]: tap `layer` (one of SetHiddenTaps'), row i of the last
-  // Forward() (every row, whether it got logits or not).
+  // F32 [n_embd]: tap `layer` (one of SetHiddenTaps'), row i of this
+  // sequence's rows in the last forward (every row, whether it got logits or not).
   std::span<const float> tap(int layer, int i) const;
   const std::vector<int>& hidden_taps() const { return taps_; }
 
@@ -69,10 +97,10 @@ class Context {
 
   // Distinct (layer, expert) pairs the last Forward() ran: each touched
   // expert of each mixture is read once per forward, for all of its rows.
-  int experts_touched() const { return s_->experts_touched; }
+  int experts_touched() const { return workspace_.buffers().experts_touched; }
   // The bytes a forward read from weights: every dense matrix, plus the
   // touched experts' (Model::dense_weight_bytes, expert_bytes).
-  size_t weight_bytes_read() const { return model_.dense_weight_bytes() + s_->expert_bytes_read; }
+  size_t weight_bytes_read() const { return model_.dense_weight_bytes() + workspace_.buffers().expert_bytes_read; }
 
   // Router near-ties, for tests against another engine: the margin by which
   // row i's last chosen expert beat the best unchosen one in layer il's
@@ -85,19 +113,23 @@ class Context {
 
   const Model& model() const { return model_; }
   const ContextOptions& options() const { return options_; }
-  ThreadPool& pool() { return pool_; }
+  ThreadPool& pool() { return workspace_.pool(); }
+  Workspace& workspace() { return workspace_; }
+  const Workspace& workspace() const { return workspace_; }
 
  private:
-  void Run(const TokenId* tokens, const float* input_rows, int n, bool all_logits);
+  friend void RunForward(Workspace& workspace, std::span<const SequenceRows> batch);
 
   const Model& model_;
   ContextOptions options_;
-  std::unique_ptr<ThreadPool> own_pool_;  // unless options.shared_pool
-  ThreadPool& pool_;
+  std::unique_ptr<Workspace> own_workspace_;  // unless options.workspace
+  Workspace& workspace_;
   std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<ForwardBuffers> s_;
   std::vector<int> taps_;
-  Buffer<float> tap_rows_;  // F32 [n_taps, max_batch, n_embd]
+  // This sequence's rows in the last forward: its first row, and its first
+  // row of logits and how many.
+  int first_row_ = 0;
+  int first_logit_row_ = 0;
   int n_logit_rows_ = 0;
 };
 

@@ -68,6 +68,8 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
     rope_floats = std::max(rope_floats, a.rope.dims);
   }
   const size_t n_embd = hp.n_embd;
+  tokens = Buffer<TokenId>(B);
+  slices.reserve(kMaxSequences);
   x = Buffer<float>(B * n_embd);
   xn = Buffer<float>(B * n_embd);
   xn2 = Buffer<float>(B * n_embd);
@@ -103,9 +105,13 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
   }
 }
 
-ForwardPass::ForwardPass(const Model& model, ForwardBuffers& buffers, KvCache& cache, ThreadPool& pool,
-                         int n_rows, int first_pos)
-    : model_(model), b_(buffers), cache_(cache), pool_(pool), n_rows_(n_rows), first_pos_(first_pos) {}
+ForwardPass::ForwardPass(const Model& model, ForwardBuffers& buffers, std::span<const SequenceSlice> slices,
+                         ThreadPool& pool)
+    : model_(model),
+      b_(buffers),
+      slices_(slices),
+      pool_(pool),
+      n_rows_(slices.empty() ? 0 : slices.back().first_row + slices.back().n_rows) {}
 
 float* ForwardPass::residual() const { return b_.x.get(); }
 float* ForwardPass::normed() const { return b_.xn.get(); }
@@ -147,11 +153,13 @@ void ForwardPass::Embed(const TokenId* tokens) {
 
 void ForwardPass::PrepareRope() {
   const int n_ropes = static_cast<int>(b_.ropes.size());
-  for (int i = 0; i < n_rows_; ++i) {
-    for (int r = 0; r < n_ropes; ++r) {
-      const RopeSpec& rope = b_.ropes[r];
-      float* angles = b_.rope.get() + (size_t(i) * n_ropes + r) * b_.rope_floats;
-      RopeAngles(rope.dims, first_pos_ + i, rope.base, rope.freq_factors, angles);
+  for (const SequenceSlice& s : slices_) {
+    for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
+      for (int r = 0; r < n_ropes; ++r) {
+        const RopeSpec& rope = b_.ropes[r];
+        float* angles = b_.rope.get() + (size_t(i) * n_ropes + r) * b_.rope_floats;
+        RopeAngles(rope.dims, s.first_pos + (i - s.first_row), rope.base, rope.freq_factors, angles);
+      }
     }
   }
 }
@@ -176,11 +184,12 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
     MatMulSharedInput(qk, in, n_rows_, scratch, pool_);
   }
 
-  LayerCache& cache = cache_.layer(a.kv_layer);
   const bool adjacent_pairs = a.rope.style == RopeStyle::kNormal;
   const int n_ropes = static_cast<int>(b_.ropes.size());
   const int rope_index = b_.rope_of_layer[il];
-  for (int i = 0; i < n_rows_; ++i) {
+  for (const SequenceSlice& s : slices_) {
+  LayerCache& cache = s.cache->layer(a.kv_layer);
+  for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
     float* q = q_rows + size_t(i) * q_width;
     if (L.bq) AddInPlace(q, L.bq, q_width);
     if (L.q_norm) {
@@ -202,23 +211,35 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
       for (int h = 0; h < a.n_head_kv; ++h) kakeya::RmsNorm(v + h * a.value_dim, nullptr, a.value_dim, eps, v + h * a.value_dim);
     }
     Rope(k, a.n_head_kv, a.head_dim, a.rope.dims, angles, adjacent_pairs);
-    const int pos = first_pos_ + i;
+    const int pos = s.first_pos + (i - s.first_row);
     std::memcpy(cache.key(pos), k, sizeof(float) * k_width);
     std::memcpy(cache.value(pos), v, sizeof(float) * v_width);
   }
+  }
 
-  // Tasks of (rows, KV head): about two per thread, each row's result the
-  // same however the rows are grouped.
-  const int n = n_rows_;
+  // Tasks of (a slice's rows, KV head): about two per thread, each row's
+  // result the same however the rows are grouped. Every sequence attends to
+  // its own cache only.
   const int chunks_per_head = (2 * pool_.size() + a.n_head_kv - 1) / a.n_head_kv;
-  const int rows_per_task = std::clamp((n + chunks_per_head - 1) / chunks_per_head, 1, MaxAttentionRows(a));
-  const int n_chunks = (n + rows_per_task - 1) / rows_per_task;
+  const int rows_per_task = std::clamp((n_rows_ + chunks_per_head - 1) / chunks_per_head, 1, MaxAttentionRows(a));
+  int64_t n_tasks = 0;
+  for (const SequenceSlice& s : slices_) n_tasks += int64_t((s.n_rows + rows_per_task - 1) / rows_per_task) * a.n_head_kv;
   const AttentionShape shape = AttentionShapeOf(a);
-  const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
-  pool_.Run(int64_t(n_chunks) * a.n_head_kv, [&](int64_t task, int thread) {
-    const int r0 = static_cast<int>(task / a.n_head_kv) * rows_per_task;
-    const AttentionRows rows{std::min(rows_per_task, n - r0), first_pos_ + r0, cache.window(),
-                             q_rows + size_t(r0) * q_width, q_width, o_rows + size_t(r0) * o_width, o_width};
+  pool_.Run(n_tasks, [&](int64_t task, int thread) {
+    // The slice of this task: tasks are numbered slice by slice.
+    size_t si = 0;
+    for (int64_t tasks_of_slice; task >= (tasks_of_slice = int64_t((slices_[si].n_rows + rows_per_task - 1) /
+                                                                   rows_per_task) * a.n_head_kv);
+         ++si) {
+      task -= tasks_of_slice;
+    }
+    const SequenceSlice& s = slices_[si];
+    const LayerCache& cache = s.cache->layer(a.kv_layer);
+    const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
+    const int r0 = static_cast<int>(task / a.n_head_kv) * rows_per_task;  // within the slice
+    const int row = s.first_row + r0;
+    const AttentionRows rows{std::min(rows_per_task, s.n_rows - r0), s.first_pos + r0, cache.window(),
+                             q_rows + size_t(row) * q_width, q_width, o_rows + size_t(row) * o_width, o_width};
     AttendKvHead(shape, static_cast<int>(task % a.n_head_kv), rows, kv,
                  b_.scores.get() + size_t(thread) * b_.attention_floats);
   });

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/huge_pages.h"
@@ -39,12 +40,25 @@ class Buffer {
   std::unique_ptr<T, FreeDeleter> data_;
 };
 
-// The scratch of one Context, sized at its construction for the largest layer
+// Rows first_row .. first_row + n_rows - 1 of a forward belong to one
+// sequence: they sit at positions first_pos .. first_pos + n_rows - 1 of its
+// cache.
+struct SequenceSlice {
+  KvCache* cache;
+  int first_row;
+  int n_rows;
+  int first_pos;
+};
+
+// The scratch of one Workspace, sized at its construction for the largest layer
 // of the model and max_rows rows per forward (forward_pass.cc).
 struct ForwardBuffers {
   ForwardBuffers(const Model& model, int max_rows, int max_logit_rows, int n_ctx, int n_threads);
 
   int max_rows;
+  Buffer<TokenId> tokens;                 // [max_rows] the batch's tokens, all sequences
+  std::vector<SequenceSlice> slices;      // reserved for kMaxSequences
+  static constexpr int kMaxSequences = 256;
   Buffer<float> x, xn, xn2, proj, proj2;  // F32 [max_rows, n_embd]: ForwardPass's row buffers
   Buffer<float> q, k, v, attn;            // F32 [max_rows, widest layer's width]
   Buffer<float> gate, up;                 // F32 [max_rows, widest dense FFN]
@@ -80,9 +94,9 @@ struct ForwardBuffers {
 
 class ForwardPass {
  public:
-  // Rows of tokens at positions first_pos .. first_pos + n_rows - 1.
-  ForwardPass(const Model& model, ForwardBuffers& buffers, KvCache& cache, ThreadPool& pool, int n_rows,
-              int first_pos);
+  // The rows of one or more sequences, each slice's rows contiguous and the
+  // slices in row order; a cache appears in at most one slice.
+  ForwardPass(const Model& model, ForwardBuffers& buffers, std::span<const SequenceSlice> slices, ThreadPool& pool);
 
   int n_rows() const { return n_rows_; }
   const Model& model() const { return model_; }
@@ -118,7 +132,7 @@ class ForwardPass {
   // PreparePerLayerInputs.
   void AddPerLayerInput(const Layer& layer, int il);
 
-  // Once per forward, before the layers (Context::Forward).
+  // Once per forward, before the layers (RunForward).
   void Embed(const TokenId* tokens);
   void PrepareRope();
   void PreparePerLayerInputs(const TokenId* tokens);
@@ -126,10 +140,9 @@ class ForwardPass {
  private:
   const Model& model_;
   ForwardBuffers& b_;
-  KvCache& cache_;
+  std::span<const SequenceSlice> slices_;
   ThreadPool& pool_;
   int n_rows_;
-  int first_pos_;
 };
 
 }  // namespace kakeya
