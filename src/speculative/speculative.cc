@@ -16,91 +16,10 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// Chooses how many tokens to draft for the next step. Fixed blocks draft
-// block - 1. Adaptive: estimate the per-token acceptance rate a from recent
-// steps (a geometric model: k accepted of m means k successes in k + [k < m]
-// trials, decayed so the estimate follows the text), and the costs in ms of a
-// verify step, base + per_row * drafts (a decayed least-squares line through
-// recent steps, which draft different numbers of tokens), and of one draft
-// token; then draft the n that maximizes the expected tokens per ms,
-// (1 + a + ... + a^n) / (base + n * (per_row + draft)). The row cost is
-// measured because it differs by an order of magnitude between models: ~5%
-// of a step for a memory-bound 1B model, ~25% for the compute-bound shipped
-// 20M one, where the fixed 10% this used to assume drafted long blocks that
-// lost to plain decoding. When no draft pays, take plain steps and probe with
-// one draft now and then.
-class DraftLength {
- public:
-  explicit DraftLength(const SpecOptions& o) : fixed_(o.block), max_drafts_((o.block > 0 ? o.block : o.max_block) - 1) {}
-
-  int Next() {
-    if (fixed_ > 0) return fixed_ - 1;
-    const double a = (accepted_ + 1.0) / (trials_ + 2.0);
-    const double per_draft = RowMs() + draft_ms_;
-    int best = 0;
-    double best_rate = 0, tokens = 0, survive = 1;
-    for (int n = 0; n <= max_drafts_; ++n, survive *= a) {
-      tokens += survive;
-      const double rate = tokens / (BaseMs() + n * per_draft);
-      if (rate > best_rate) best = n, best_rate = rate;
-    }
-    if (best == 0 && ++plain_steps_ % kProbeEvery == 0) best = 1;
-    return best;
-  }
-
-  void Observe(int drafted, int accepted, double draft_ms, double verify_ms) {
-    if (fit_w_ == 0) {
-      // Before any timing: a prior line at kPriorRowCost of a step through
-      // the first step's cost, worth two steps, so the first fits are sane.
-      const double base = verify_ms / (1 + kPriorRowCost * drafted);
-      AddPoint(0, base);
-      AddPoint(kPriorSpread, base * (1 + kPriorRowCost * kPriorSpread));
-    }
-    AddPoint(drafted, verify_ms);
-    if (drafted == 0) return;
-    accepted_ = kDecay * accepted_ + accepted;
-    trials_ = kDecay * trials_ + accepted + (accepted < drafted ? 1 : 0);
-    draft_ms_ = draft_seen_ ? kDecay * draft_ms_ + (1 - kDecay) * (draft_ms / drafted) : draft_ms / drafted;
-    draft_seen_ = true;
-  }
-
- private:
-  void AddPoint(double x, double y) {
-    fit_w_ = kDecay * fit_w_ + 1;
-    fit_x_ = kDecay * fit_x_ + x;
-    fit_y_ = kDecay * fit_y_ + y;
-    fit_xx_ = kDecay * fit_xx_ + x * x;
-    fit_xy_ = kDecay * fit_xy_ + x * y;
-  }
-  // The fitted line, its slope kept within [1%, 100%] of its intercept
-  // (timing noise on a busy machine can tilt a fit anywhere).
-  double BaseMs() const {
-    if (fit_w_ == 0) return 1;
-    return std::max(1e-6, (fit_y_ - SlopeMs() * fit_x_) / fit_w_);
-  }
-  double SlopeMs() const {
-    const double spread = fit_w_ * fit_xx_ - fit_x_ * fit_x_;
-    return spread > 1e-9 ? (fit_w_ * fit_xy_ - fit_x_ * fit_y_) / spread : 0;
-  }
-  double RowMs() const {
-    if (fit_w_ == 0) return kPriorRowCost;
-    const double mean = fit_y_ / fit_w_;
-    return std::clamp(SlopeMs(), 0.01 * mean, mean);
-  }
-
-  static constexpr double kDecay = 0.9;
-  static constexpr double kPriorRowCost = 0.1;  // one more verify row, relative to a step (DESIGN.md target)
-  static constexpr double kPriorSpread = 8;     // drafts at the prior's second point
-  static constexpr int kProbeEvery = 8;
-  int fixed_;
-  int max_drafts_;
-  double accepted_ = 0;
-  double trials_ = 0;
-  double draft_ms_ = 0;  // per draft token
-  bool draft_seen_ = false;
-  double fit_w_ = 0, fit_x_ = 0, fit_y_ = 0, fit_xx_ = 0, fit_xy_ = 0;  // decayed sums of (drafts, verify ms)
-  int plain_steps_ = 0;
-};
+constexpr double kDecay = 0.9;
+constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
+constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
+constexpr int kProbeEvery = 8;
 
 // One verify step that drafted m tokens and kept `accepted` of them, into
 // the run's totals (SpecStats) or a drafter's (DrafterStats).
@@ -133,131 +52,275 @@ DrafterStats& StatsOf(std::vector<DrafterStats>& slots, int& used, const std::st
 
 }  // namespace
 
-GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
-                                   const GenerateOptions& options, const SpecOptions& spec,
-                                   const TokenCallback& on_token, SpecStats* stats_out) {
+// The cost line. Before any timing: a prior line at kPriorRowCost of a
+// step through the first step's cost, worth two steps, so that the first
+// fits are sane; its slope is kept within [1%, 100%] of the mean (timing
+// noise on a busy machine can tilt a fit anywhere).
+void StepCost::Observe(int extra_rows, double ms) {
+  if (w_ == 0) {
+    const double base = ms / (1 + kPriorRowCost * extra_rows);
+    AddPoint(0, base);
+    AddPoint(kPriorSpread, base * (1 + kPriorRowCost * kPriorSpread));
+  }
+  AddPoint(extra_rows, ms);
+}
+
+void StepCost::AddPoint(double x, double y) {
+  w_ = kDecay * w_ + 1;
+  x_ = kDecay * x_ + x;
+  y_ = kDecay * y_ + y;
+  xx_ = kDecay * xx_ + x * x;
+  xy_ = kDecay * xy_ + x * y;
+}
+
+double StepCost::SlopeMs() const {
+  const double spread = w_ * xx_ - x_ * x_;
+  return spread > 1e-9 ? (w_ * xy_ - x_ * y_) / spread : 0;
+}
+
+double StepCost::BaseMs() const {
+  if (w_ == 0) return 1;
+  return std::max(1e-6, (y_ - SlopeMs() * x_) / w_);
+}
+
+double StepCost::RowMs() const {
+  if (w_ == 0) return kPriorRowCost;
+  const double mean = y_ / w_;
+  return std::clamp(SlopeMs(), 0.01 * mean, mean);
+}
+
+SpeculativeDecoder::SpeculativeDecoder(Context& target, Drafter* drafter, const SpecOptions& spec, StepCost& cost)
+    : target_(target), drafter_(drafter), spec_(spec), cost_(cost) {
+  max_block_ = drafter_ == nullptr ? 1 : spec.block > 0 ? spec.block : spec.max_block;
+  if (spec.block < 0 || max_block_ < 1 || max_block_ > target.options().max_logit_rows) {
+    Fail("block size ", max_block_, " is out of range (1 .. ", target.options().max_logit_rows, ")");
+  }
+  policies_.reserve(kDrafterStatsSlots);
+  block_.resize(max_block_);
+}
+
+SpeculativeDecoder::~SpeculativeDecoder() = default;
+
+void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOptions& options, TokenSink on_token) {
   if (prompt.empty()) Fail("the prompt is empty: nothing to generate from");
-  const int n_ctx = target.options().n_ctx;
+  const int n_ctx = target_.options().n_ctx;
   if (static_cast<int>(prompt.size()) >= n_ctx) {
     Fail("the prompt has ", prompt.size(), " tokens but the context holds ", n_ctx,
          " (pass a larger -c, up to the model's training context)");
   }
-  const int max_block = spec.block > 0 ? spec.block : spec.max_block;
-  if (spec.block < 0 || max_block < 1 || max_block > target.options().max_logit_rows) {
-    Fail("block size ", max_block, " is out of range (1 .. ", target.options().max_logit_rows, ")");
-  }
   options.sampling.Validate();
-  const Tokenizer& tokenizer = target.model().tokenizer();
-  const int n_vocab = target.model().hparams().n_vocab;
-  const bool greedy = options.sampling.temperature <= 0;
-  const bool draft_has_probs = !greedy && drafter.samples();
+  options_ = options;
+  on_token_ = std::move(on_token);
+  const int n_vocab = target_.model().hparams().n_vocab;
+  greedy_ = options.sampling.temperature <= 0;
+  draft_has_probs_ = !greedy_ && drafter_ != nullptr && drafter_->samples();
 
-  // Everything the loop touches is allocated here, once.
-  Sampler sampler(options.sampling, n_vocab);
-  // One length policy per drafter: auto switches between drafters whose
-  // acceptance and draft costs differ by an order of magnitude.
-  std::vector<std::pair<const Drafter*, DraftLength>> policies;
-  policies.reserve(kDrafterStatsSlots);
-  auto policy_of = [&](const Drafter& d) -> DraftLength& {
-    for (auto& [who, policy] : policies) {
-      if (who == &d) return policy;
-    }
-    if (policies.size() == kDrafterStatsSlots) return policies.back().second;
-    return policies.emplace_back(&d, DraftLength(spec)).second;
-  };
-  std::vector<TokenId> history(prompt.begin(), prompt.end());
-  history.reserve(prompt.size() + options.n_predict + max_block);
-  std::vector<TokenId> block(max_block);
-  std::vector<float> draft_probs(draft_has_probs ? size_t(max_block - 1) * n_vocab : 0);
-  std::vector<float> p(greedy ? 0 : n_vocab);
-  std::vector<float> residual(greedy ? 0 : n_vocab);
-  SpecStats stats;
-  stats.method = drafter.name();
-  stats.block = spec.block;
-  stats.drafted_by_pos.assign(max_block - 1, 0);
-  stats.accepted_by_pos.assign(max_block - 1, 0);
-  std::vector<DrafterStats> by_drafter(kDrafterStatsSlots);
-  for (DrafterStats& d : by_drafter) {
+  // Everything the steps touch is allocated here, once per request.
+  sampler_ = std::make_unique<Sampler>(options.sampling, n_vocab);
+  policies_.clear();
+  history_.assign(prompt.begin(), prompt.end());
+  history_.reserve(prompt.size() + options.n_predict + max_block_);
+  draft_probs_.assign(draft_has_probs_ ? size_t(max_block_ - 1) * n_vocab : 0, 0.0f);
+  p_.assign(greedy_ ? 0 : n_vocab, 0.0f);
+  residual_.assign(greedy_ ? 0 : n_vocab, 0.0f);
+  stats_ = SpecStats{};
+  stats_.method = drafter_ != nullptr ? drafter_->name() : "none";
+  stats_.block = spec_.block;
+  stats_.drafted_by_pos.assign(max_block_ - 1, 0);
+  stats_.accepted_by_pos.assign(max_block_ - 1, 0);
+  by_drafter_.assign(kDrafterStatsSlots, DrafterStats{});
+  for (DrafterStats& d : by_drafter_) {
     d.name.reserve(32);
-    d.drafted_by_pos.assign(max_block - 1, 0);
-    d.accepted_by_pos.assign(max_block - 1, 0);
+    d.drafted_by_pos.assign(max_block_ - 1, 0);
+    d.accepted_by_pos.assign(max_block_ - 1, 0);
   }
-  int n_drafters_seen = 0;
-  GenerateResult result;
-  result.prompt_tokens = history;
-  result.tokens.reserve(options.n_predict);
+  n_drafters_seen_ = 0;
+  result_ = GenerateResult{};
+  result_.prompt_tokens = history_;
+  result_.tokens.reserve(options.n_predict);
+  if (options.n_top > 0) result_.top.reserve(options.n_predict);
 
-  // Emits one committed token; false when generation must stop.
-  auto emit = [&](TokenId t, std::span<const float> logits) {
-    if (options.n_top > 0) result.top.push_back(TopLogits(logits, options.n_top));
-    result.tokens.push_back(t);
-    history.push_back(t);
-    const bool keep_going = on_token ? on_token(t) : true;
-    if (!options.ignore_eos && tokenizer.IsEndOfGeneration(t)) {
-      result.stop = StopReason::kEndOfGeneration;
-      return false;
+  target_.Clear();
+  if (drafter_ != nullptr) {
+    target_.SetHiddenTaps(drafter_->target_taps());
+    drafter_->Begin(prompt);
+  }
+  prompt_done_ = 0;
+  finished_ = false;
+}
+
+void SpeculativeDecoder::Stop() {
+  if (finished_) return;
+  finished_ = true;
+  result_.decode_ms = prefilling() ? 0 : MsBetween(decode_start_, Clock::now());
+  by_drafter_.resize(n_drafters_seen_);
+  stats_.by_drafter = by_drafter_;
+}
+
+SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
+  for (auto& [who, policy] : policies_) {
+    if (who == &d) return policy;
+  }
+  if (policies_.size() == kDrafterStatsSlots) return policies_.back().second;
+  return policies_.emplace_back(&d, Policy{}).second;
+}
+
+// How many tokens to draft. Fixed blocks draft block - 1. Adaptive: the
+// drafter's per-token acceptance rate a (a geometric model: k accepted of m
+// means k successes in k + [k < m] trials, decayed so the estimate follows
+// the text), the step's cost line and the drafter's cost per draft token;
+// then draft the n that maximizes the step's expected tokens per ms,
+//   (others' tokens + 1 + a + ... + a^n) / (base + row * (others' rows + n) + n * draft).
+// Alone, that is the sequence's own rate. In a step shared with other
+// sequences the rows already there make the step slower, so a draft must
+// beat the whole step's rate, not only a lone step's: drafting shortens, and
+// stops, as the batch grows and the forward turns compute-bound. When no
+// draft pays, take plain steps and probe with one draft now and then.
+int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
+  if (spec_.block > 0) return spec_.block - 1;
+  Policy& policy = PolicyOf(d);
+  const double a = (policy.accepted + 1.0) / (policy.trials + 2.0);
+  const double per_draft = cost_.RowMs() + policy.draft_ms;
+  const double base = cost_.BaseMs() + cost_.RowMs() * others.rows;
+  int best = 0;
+  double best_rate = 0, tokens = others.tokens, survive = 1;
+  for (int n = 0; n <= max_block_ - 1; ++n, survive *= a) {
+    tokens += survive;
+    const double rate = tokens / (base + n * per_draft);
+    if (rate > best_rate) best = n, best_rate = rate;
+  }
+  if (best == 0 && ++policy.plain_steps % kProbeEvery == 0) best = 1;
+  return best;
+}
+
+bool SpeculativeDecoder::Emit(TokenId t, std::span<const float> logits) {
+  if (options_.n_top > 0) result_.top.push_back(TopLogits(logits, options_.n_top));
+  result_.tokens.push_back(t);
+  history_.push_back(t);
+  const bool keep_going = on_token_ ? on_token_(t, logits) : true;
+  if (!options_.ignore_eos && target_.model().tokenizer().IsEndOfGeneration(t)) {
+    result_.stop = StopReason::kEndOfGeneration;
+    return false;
+  }
+  return keep_going && static_cast<int>(result_.tokens.size()) < options_.n_predict;
+}
+
+SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
+  planned_rows_ = drafted_ = 0;
+  draft_ms_ = expected_tokens_ = 0;
+  if (finished_ || max_rows < 1) return {&target_, {}};
+  if (prefilling()) {
+    const int n = std::min({max_rows, target_.options().max_batch, static_cast<int>(history_.size()) - prompt_done_});
+    planned_rows_ = n;
+    expected_tokens_ = prompt_done_ + n == static_cast<int>(history_.size()) ? 1 : 0;
+    return {&target_, std::span<const TokenId>(history_).subspan(prompt_done_, n), false};
+  }
+  // The bonus is not in the target's cache yet: the block is [bonus, drafts...].
+  const int room = target_.options().n_ctx - target_.n_past();
+  if (room < 1) {
+    result_.stop = StopReason::kContextFull;
+    Stop();
+    return {&target_, {}};
+  }
+  const int remaining = options_.n_predict - static_cast<int>(result_.tokens.size());
+  int want = 0;
+  if (drafter_ != nullptr) {
+    want = std::min({DraftsFor(drafter_->next_drafter(), others), room - 1, remaining - 1, max_rows - 1});
+  }
+  const auto t0 = Clock::now();
+  if (want > 0) {
+    const int n_vocab = target_.model().hparams().n_vocab;
+    const DraftRequest request{history_, want,
+                               std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0)};
+    drafted_ = std::clamp(drafter_->Draft(request, std::span<TokenId>(block_).subspan(1, want)), 0, want);
+  }
+  draft_ms_ = MsBetween(t0, Clock::now());
+  block_[0] = history_.back();
+  planned_rows_ = drafted_ + 1;
+  if (drafted_ > 0) {
+    const Policy& policy = PolicyOf(drafter_->last_drafter());
+    const double a = (policy.accepted + 1.0) / (policy.trials + 2.0);
+    double survive = 1;
+    for (int i = 0; i < planned_rows_; ++i, survive *= a) expected_tokens_ += survive;
+  } else {
+    expected_tokens_ = 1;
+  }
+  return {&target_, std::span<const TokenId>(block_).first(planned_rows_), true};
+}
+
+void SpeculativeDecoder::Apply(double forward_ms) {
+  if (planned_rows_ == 0) return;
+  if (prefilling()) {
+    target_.Commit();
+    prompt_done_ += planned_rows_;
+    if (drafter_ != nullptr) drafter_->Observe(target_, planned_rows_);
+    if (!prefilling()) {
+      // The prompt's last row gives the first token, the first bonus.
+      decode_start_ = Clock::now();
+      if (options_.n_predict <= 0 || !Emit(sampler_->Sample(target_.logits(0)), target_.logits(0))) Stop();
     }
-    return keep_going && static_cast<int>(result.tokens.size()) < options.n_predict;
-  };
+    return;
+  }
+  const int m = drafted_;
+  const int n_vocab = target_.model().hparams().n_vocab;
+  const auto t1 = Clock::now();
+  const BlockLogits rows{std::span<const float>(target_.logits(0).data(), size_t(m + 1) * n_vocab), n_vocab};
+  const std::span<const TokenId> drafts = std::span<const TokenId>(block_).subspan(1, m);
+  const std::span<const float> q = std::span<const float>(draft_probs_).first(draft_has_probs_ ? size_t(m) * n_vocab : 0);
+  const Verdict v = greedy_ ? VerifyGreedy(rows, drafts) : VerifySampled(rows, drafts, q, *sampler_, p_, residual_);
+  const auto t2 = Clock::now();
+  const double verify_ms = forward_ms + MsBetween(t1, t2);
 
-  // Prefill: the prompt's last row gives the first token, the first bonus.
+  if (spec_.trace) {
+    stats_.trace.push_back({target_.n_past() - (m + 1), std::vector<TokenId>(drafts.begin(), drafts.end()), v.accepted});
+  }
+  target_.Trim(m - v.accepted);
+  target_.Commit();
+  if (drafter_ != nullptr) drafter_->Observe(target_, v.accepted + 1);
+  bool go = true;
+  for (int i = 0; i < v.accepted && go; ++i) go = Emit(drafts[i], rows.row(i));
+  if (go) go = Emit(v.next, rows.row(v.accepted));
+  if (go && drafter_ != nullptr) drafter_->Accept(history_, m, v.accepted);
+  const auto t3 = Clock::now();
+
+  CountStep(stats_, m, v.accepted, draft_ms_, verify_ms);
+  if (m > 0) {
+    CountStep(StatsOf(by_drafter_, n_drafters_seen_, drafter_->last_drafter().name()), m, v.accepted, draft_ms_,
+              verify_ms);
+    Policy& policy = PolicyOf(drafter_->last_drafter());
+    policy.accepted = kDecay * policy.accepted + v.accepted;
+    policy.trials = kDecay * policy.trials + v.accepted + (v.accepted < m ? 1 : 0);
+    policy.draft_ms = policy.draft_seen ? kDecay * policy.draft_ms + (1 - kDecay) * (draft_ms_ / m) : draft_ms_ / m;
+    policy.draft_seen = true;
+  }
+  stats_.commit_ms += MsBetween(t2, t3);
+  if (!go) Stop();
+}
+
+GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
+                                   const GenerateOptions& options, const SpecOptions& spec,
+                                   const TokenCallback& on_token, SpecStats* stats_out) {
+  StepCost cost;
+  SpeculativeDecoder decoder(target, &drafter, spec, cost);
+  decoder.Start(prompt, options, [&](TokenId t, std::span<const float>) { return on_token ? on_token(t) : true; });
   const auto t_prefill = Clock::now();
-  target.SetHiddenTaps(drafter.target_taps());
-  drafter.Begin(prompt);
-  Prefill(target, prompt, [&](int rows) { drafter.Observe(target, rows); });
-  result.prefill_ms = MsBetween(t_prefill, Clock::now());
-
-  const auto t_decode = Clock::now();
-  bool go = options.n_predict > 0 && emit(sampler.Sample(target.logits(0)), target.logits(0));
-  while (go) {
-    // The bonus is not in the target's cache yet: the block is [bonus, drafts...].
-    const int room = n_ctx - target.n_past();
-    if (room < 1) {
-      result.stop = StopReason::kContextFull;
-      break;
-    }
-    const int remaining = options.n_predict - static_cast<int>(result.tokens.size());
-    const int want = std::min({policy_of(drafter.next_drafter()).Next(), room - 1, remaining - 1});
-
-    const auto t0 = Clock::now();
-    int m = 0;
-    if (want > 0) {
-      const DraftRequest request{history, want,
-                                 std::span<float>(draft_probs).first(draft_has_probs ? size_t(want) * n_vocab : 0)};
-      m = std::clamp(drafter.Draft(request, std::span<TokenId>(block).subspan(1, want)), 0, want);
-    }
-    const auto t1 = Clock::now();
-    block[0] = history.back();
-    target.Forward(std::span<const TokenId>(block).first(m + 1), true);
-    const BlockLogits rows{std::span<const float>(target.logits(0).data(), size_t(m + 1) * n_vocab), n_vocab};
-    const std::span<const TokenId> drafts = std::span<const TokenId>(block).subspan(1, m);
-    const std::span<const float> q = std::span<const float>(draft_probs).first(draft_has_probs ? size_t(m) * n_vocab : 0);
-    const Verdict v = greedy ? VerifyGreedy(rows, drafts) : VerifySampled(rows, drafts, q, sampler, p, residual);
-    const auto t2 = Clock::now();
-
-    if (spec.trace) stats.trace.push_back({target.n_past() - (m + 1), std::vector<TokenId>(drafts.begin(), drafts.end()), v.accepted});
-    target.Trim(m - v.accepted);
-    target.Commit();
-    drafter.Observe(target, v.accepted + 1);
-    for (int i = 0; i < v.accepted && go; ++i) go = emit(drafts[i], rows.row(i));
-    if (go) go = emit(v.next, rows.row(v.accepted));
-    if (go) drafter.Accept(history, m, v.accepted);
-    const auto t3 = Clock::now();
-
-    CountStep(stats, m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
-    if (m > 0) {
-      CountStep(StatsOf(by_drafter, n_drafters_seen, drafter.last_drafter().name()), m, v.accepted, MsBetween(t0, t1),
-                MsBetween(t1, t2));
-    }
-    stats.commit_ms += MsBetween(t2, t3);
-    policy_of(m > 0 ? drafter.last_drafter() : drafter.next_drafter())
-        .Observe(m, v.accepted, MsBetween(t0, t1), MsBetween(t1, t2));
+  while (decoder.prefilling()) {
+    const SequenceRows rows = decoder.Plan(target.options().max_batch, {});
+    target.Forward(rows.tokens, rows.all_logits);
+    decoder.Apply(0);
   }
-  result.decode_ms = MsBetween(t_decode, Clock::now());
-  by_drafter.resize(n_drafters_seen);
-  stats.by_drafter = std::move(by_drafter);
-  if (stats_out != nullptr) *stats_out = std::move(stats);
-  return result;
+  decoder.result().prefill_ms = MsBetween(t_prefill, Clock::now());
+  while (!decoder.finished()) {
+    const SequenceRows rows = decoder.Plan(target.options().max_batch, {});
+    if (rows.tokens.empty()) break;
+    const auto t0 = Clock::now();
+    target.Forward(rows.tokens, rows.all_logits);
+    const double ms = MsBetween(t0, Clock::now());
+    cost.Observe(static_cast<int>(rows.tokens.size()) - 1, ms);
+    decoder.Apply(ms);
+  }
+  if (stats_out != nullptr) *stats_out = std::move(decoder.stats());
+  return std::move(decoder.result());
 }
 
 }  // namespace kakeya

@@ -4,11 +4,15 @@
 // is committed and the rest trimmed from the target's cache in O(1).
 #pragma once
 
+#include <chrono>
+#include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/generate.h"
+#include "speculative/verifier.h"
 #include "speculative/drafter.h"
 
 namespace kakeya {
@@ -55,10 +59,125 @@ struct SpecStats {
   double mean_accept_len() const { return steps > 0 ? double(steps + accepted) / steps : 0.0; }
 };
 
+// What a step's forward costs: a line through the measured ms of recent
+// forwards against their extra rows (rows - 1), decayed so that it follows
+// the machine. The row cost differs by an order of magnitude between models
+// (~5% of a step for a memory-bound 1B model, ~25% for the compute-bound
+// shipped 20M one), so it is measured, not assumed. One per forward stream:
+// a lone sequence's, or a server's shared by all of its slots.
+class StepCost {
+ public:
+  void Observe(int extra_rows, double ms);
+  bool measured() const { return w_ > 0; }
+  double BaseMs() const;  // one row
+  double RowMs() const;   // each further row
+
+ private:
+  void AddPoint(double x, double y);
+  double SlopeMs() const;
+  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // decayed sums of (extra rows, ms)
+};
+
+// What the rest of a step holds when a sequence sizes its draft: rows other
+// sequences put into the same forward, and the tokens those rows are
+// expected to commit. A lone sequence sees none.
+struct StepLoad {
+  int rows = 0;
+  double tokens = 0;
+};
+
+// Called with each committed token and the logits row it was chosen from
+// (valid during the call); return false to stop.
+using TokenSink = std::function<bool(TokenId token, std::span<const float> logits)>;
+
+// One sequence's speculative decoding, one step at a time, so that a server
+// can run the steps of several sequences in one forward (ADR 0009): Plan()
+// says which rows the sequence puts into the next forward (a prompt chunk, or
+// the bonus and its drafts); the caller runs them (alone: Context::Forward;
+// beside other sequences: RunForward) and Apply() verifies, commits and
+// emits. Plain decoding is the drafter-less case: one row per step.
+class SpeculativeDecoder {
+ public:
+  // drafter: null for plain decoding. cost: the step cost model this
+  // sequence sizes its drafts with (shared by a server's slots). The target
+  // context needs max_logit_rows >= the largest block.
+  SpeculativeDecoder(Context& target, Drafter* drafter, const SpecOptions& spec, StepCost& cost);
+  ~SpeculativeDecoder();
+
+  // Starts a request: clears the target's cache and sets up the drafter.
+  // Throws Error for an empty prompt, one that does not fit the context, or
+  // bad sampling parameters. Allocates (per request, not per step).
+  void Start(std::span<const TokenId> prompt, const GenerateOptions& options, TokenSink on_token);
+  bool finished() const { return finished_; }
+  bool prefilling() const { return prompt_done_ < static_cast<int>(result_.prompt_tokens.size()); }
+
+  // The rows this sequence puts into the next forward: at most max_rows of
+  // the prompt, or the bonus and the drafts whose expected tokens pay for
+  // their cost in a step that also holds `others`. Drafts here.
+  SequenceRows Plan(int max_rows, const StepLoad& others);
+  // Tokens the planned rows are expected to commit (for the next sequence's StepLoad).
+  double expected_tokens() const { return expected_tokens_; }
+  // After the forward ran the planned rows (taking forward_ms): verifies the
+  // block, commits the agreeing prefix and the target's next token, trims
+  // the rest in O(1), and emits. Must not allocate.
+  void Apply(double forward_ms);
+  // Ends the request before its next step (the client went away); also how
+  // a request ends by itself. Settles the statistics.
+  void Stop();
+
+  const GenerateResult& result() const { return result_; }
+  GenerateResult& result() { return result_; }
+  SpecStats& stats() { return stats_; }
+
+ private:
+  // One drafter's acceptance and draft cost (decayed sums): per drafter,
+  // since auto switches between drafters whose acceptance and costs differ
+  // by an order of magnitude.
+  struct Policy {
+    double accepted = 0;
+    double trials = 0;
+    double draft_ms = 0;  // per draft token
+    bool draft_seen = false;
+    int plain_steps = 0;
+  };
+  Policy& PolicyOf(const Drafter& d);
+  int DraftsFor(const Drafter& d, const StepLoad& others);
+  bool Emit(TokenId t, std::span<const float> logits);
+
+  Context& target_;
+  Drafter* drafter_;
+  SpecOptions spec_;
+  StepCost& cost_;
+  int max_block_;
+  GenerateOptions options_;
+  TokenSink on_token_;
+  std::unique_ptr<Sampler> sampler_;
+  bool greedy_ = true;
+  bool draft_has_probs_ = false;
+  std::vector<std::pair<const Drafter*, Policy>> policies_;  // reserved
+  std::vector<TokenId> history_;
+  std::vector<TokenId> block_;
+  std::vector<float> draft_probs_;
+  std::vector<float> p_;
+  std::vector<float> residual_;
+  std::vector<DrafterStats> by_drafter_;
+  int n_drafters_seen_ = 0;
+  SpecStats stats_;
+  GenerateResult result_;
+  int prompt_done_ = 0;     // prompt tokens in the target's cache
+  int planned_rows_ = 0;    // rows of the last Plan()
+  int drafted_ = 0;         // drafts among them
+  double draft_ms_ = 0;     // the last Plan()'s drafting time
+  double expected_tokens_ = 0;
+  bool finished_ = true;
+  std::chrono::steady_clock::time_point decode_start_;
+};
+
 // Generates after `prompt` like Generate() (same options, callback and
-// result), verifying drafter proposals in blocks. With greedy sampling the
-// tokens are byte-identical to Generate()'s; with temperature > 0 they follow
-// the same distribution. The target context needs max_logit_rows >= max_block.
+// result), verifying drafter proposals in blocks: a SpeculativeDecoder run
+// alone. With greedy sampling the tokens are byte-identical to Generate()'s;
+// with temperature > 0 they follow the same distribution. The target context
+// needs max_logit_rows >= max_block.
 GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
                                    const GenerateOptions& options, const SpecOptions& spec,
                                    const TokenCallback& on_token, SpecStats* stats);
