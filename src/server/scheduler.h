@@ -27,7 +27,9 @@
 
 #include "engine/generate.h"
 #include "model/model.h"
+#include "model/workspace.h"
 #include "speculative/drafter.h"
+#include "speculative/speculative.h"
 
 namespace kakeya {
 
@@ -134,11 +136,21 @@ class Scheduler {
   struct Slot;
   struct Pending;
   void Loop();
+  // Takes queued requests into free slots and stops cancelled ones; false
+  // when the scheduler has stopped for good.
+  bool AdmitAndCancel();
+  // One forward over the rows of every active slot.
+  void Step();
+  void Finish(Slot& slot);
 
   const Model& model_;
   SchedulerOptions options_;
   std::string drafter_name_;
+  std::unique_ptr<Workspace> workspace_;
+  StepCost cost_;  // the forward's cost, shared by the slots' draft policies
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<SequenceRows> batch_;      // reserved: one step's rows
+  std::vector<Slot*> batch_slots_;       // the slot of each
   mutable std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable idle_;
