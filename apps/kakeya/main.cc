@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
     runners[sub] = add_command(*sub);
   };
   add("run", "Generate text from a prompt", kakeya::cli::AddRunCommand);
+  add("serve", "Serve the model over an OpenAI-compatible HTTP API", kakeya::cli::AddServeCommand);
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
   add("perplexity", "Held-out cross-entropy of a model on text files", kakeya::cli::AddPerplexityCommand);
   add("bench", "Measure speed: `kakeya bench verify|spec -m MODEL`", kakeya::cli::AddBenchCommand);

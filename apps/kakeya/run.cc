@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
 #include <random>
 #include <thread>
@@ -12,16 +11,15 @@
 
 #include "base/error.h"
 #include "commands.h"
+#include "drafter_choice.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
-#include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 
 namespace kakeya::cli {
 namespace {
 
-struct RunFlags {
-  std::string model;
+struct RunFlags : ModelFlags {
   std::string prompt;
   std::string prompt_file;
   int n_predict = 256;
@@ -35,79 +33,13 @@ struct RunFlags {
   bool ignore_eos = false;
   int n_top = 0;
   bool json = false;
-  std::string spec = "auto";
-  std::string draft;
   int block = 0;  // 0: adaptive
   bool block_given = false;
   bool spec_trace = false;
-  bool shipped_target = false;  // -m is the shipped model, so auto uses its shipped drafters
 };
-
-// No -m: the shipped model. For the shipped model, --spec draft, block and
-// mtp use its shipped drafters when no --draft is given, and auto all of them.
-void UseShippedDefaults(RunFlags& f) {
-  if (f.model.empty()) {
-    f.model = ShippedTargetPath();
-    if (!std::filesystem::exists(f.model)) {
-      Fail("no -m MODEL given, and the default model ", f.model,
-           " is missing (it ships in the repository's models/ folder; KAKEYA_MODELS_DIR points elsewhere)");
-    }
-  }
-  std::error_code ec;
-  if (!std::filesystem::equivalent(f.model, ShippedTargetPath(), ec) || !f.draft.empty()) return;
-  const std::string shipped_drafter = ShippedDrafterPath(f.spec);
-  if (!shipped_drafter.empty() && std::filesystem::exists(shipped_drafter)) f.draft = shipped_drafter;
-  f.shipped_target = true;
-}
 
 constexpr int kMaxBlock = 64;
 constexpr int kAdaptiveMaxBlock = 16;
-
-// The drafters auto runs: the --draft file's, or the shipped target's
-// shipped drafters, and the target's own NextN layers.
-std::vector<DrafterChoice> AutoChoices(const RunFlags& f, const Model& target) {
-  std::vector<DrafterChoice> choices;
-  if (!f.draft.empty()) choices.push_back({DrafterKindOfFile(f.draft), f.draft});
-  if (f.shipped_target) {
-    for (const std::string kind : {"draft", "block", "mtp"}) {
-      if (std::filesystem::exists(ShippedDrafterPath(kind))) choices.push_back({kind, ShippedDrafterPath(kind)});
-    }
-  }
-  const bool has_mtp = std::any_of(choices.begin(), choices.end(), [](const DrafterChoice& c) { return c.kind == "mtp"; });
-  if (!has_mtp && !target.nextn.empty()) choices.push_back({"mtp", ""});
-  return choices;
-}
-
-// The drafter --spec asks for, or null for plain decoding. A --draft file's
-// kind comes from its metadata (drafter_registry.h).
-std::unique_ptr<Drafter> MakeDrafter(const RunFlags& f, const Model& target, Context& ctx,
-                                     const SamplingParams& sampling, int max_block) {
-  const DrafterSetup setup{target, ctx, f.draft, sampling, max_block};
-  if (f.spec == "auto") return MakeAutoDrafter(setup, AutoChoices(f, target));
-  if (f.spec == "none") {
-    if (!f.draft.empty()) Fail("--draft ", f.draft, " was given with --spec none");
-    return nullptr;
-  }
-  if (!f.draft.empty() && DrafterKindOfFile(f.draft) != f.spec) {
-    const std::string kind = DrafterKindOfFile(f.draft);
-    Fail("--draft ", f.draft, " holds a '", kind, "' drafter but --spec is ", f.spec, " (pass --spec ", kind, " or auto)");
-  }
-  return FindDrafterKind(f.spec)->make(setup);
-}
-
-std::string SpecHelp() {
-  std::string help = "Speculative decoding: none (plain decoding); auto (the default: every drafter available ";
-  help += "-- ngram, the --draft file's, the shipped model's drafters, the target's NextN layers -- and the ";
-  help += "fastest measured proposes)";
-  for (const DrafterKind& k : DrafterKinds()) help += ", " + std::string(k.name) + " (" + std::string(k.help) + ")";
-  return help;
-}
-
-std::vector<std::string> SpecNames() {
-  std::vector<std::string> names = {"none", "auto"};
-  for (const DrafterKind& k : DrafterKinds()) names.emplace_back(k.name);
-  return names;
-}
 
 nlohmann::json AcceptByPos(const std::vector<int>& drafted, const std::vector<int>& accepted) {
   nlohmann::json by_pos = nlohmann::json::array();

@@ -1,0 +1,50 @@
+#include "server/chat_prompt.h"
+
+#include <cstdio>
+
+#include "base/error.h"
+#include "chat/chat_template.h"
+#include "gguf/gguf.h"
+#include "server/api_error.h"
+
+namespace kakeya {
+namespace {
+
+std::string TokenTextOr(const Tokenizer& tok, TokenId id) {
+  return id >= 0 ? std::string(tok.TokenText(id)) : std::string();
+}
+
+}  // namespace
+
+ChatPrompt::ChatPrompt(const Model& model) : tokenizer_(model.tokenizer()) {
+  const std::string bos = TokenTextOr(tokenizer_, tokenizer_.bos());
+  const std::string eos = TokenTextOr(tokenizer_, tokenizer_.eos());
+  if (const auto source = model.gguf().FindString("tokenizer.chat_template")) {
+    try {
+      template_ = std::make_unique<ChatTemplate>(std::string(*source), bos, eos);
+    } catch (const Error& e) {
+      Fail("the model's tokenizer.chat_template does not parse: ", e.what());
+    }
+    description_ = "the model's chat template";
+  } else {
+    template_ = std::make_unique<ChatTemplate>(ChatTemplate::ChatMl(bos, eos));
+    description_ = "ChatML (the model has no tokenizer.chat_template)";
+  }
+}
+
+ChatPrompt::~ChatPrompt() = default;
+
+std::vector<TokenId> ChatPrompt::Tokens(const nlohmann::json& messages) const {
+  std::string text;
+  try {
+    text = template_->Apply(messages, /*add_generation_prompt=*/true);
+  } catch (const Error& e) {
+    throw BadRequest("messages", std::string("the chat template refused the messages: ") + e.what());
+  }
+  std::vector<TokenId> tokens = tokenizer_.Encode(text, /*add_special=*/false, /*parse_special=*/true);
+  const TokenId bos = tokenizer_.bos();
+  if (tokenizer_.add_bos() && bos >= 0 && (tokens.empty() || tokens.front() != bos)) tokens.insert(tokens.begin(), bos);
+  return tokens;
+}
+
+}  // namespace kakeya
