@@ -6,6 +6,7 @@
 #include "speculative/speculative.h"
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <numeric>
@@ -184,6 +185,71 @@ TEST(Speculative, RejectsBadBlockSizes) {
     s.block = block;
     EXPECT_THROW(GenerateSpeculative(ctx, d, prompt, o, s, nullptr, nullptr), Error) << block;
   }
+}
+
+// Proposes random tokens and spends `upkeep_ms` in every Observe, as a
+// drafter that reads the target pays on every committed token.
+class CostlyRandomDrafter : public RandomDrafter {
+ public:
+  CostlyRandomDrafter(int n_vocab, double upkeep_ms) : RandomDrafter(n_vocab, 5), upkeep_ms_(upkeep_ms) {}
+  void Observe(const Context&, int) override {
+    ++observed;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(upkeep_ms_);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  int observed = 0;
+
+ private:
+  double upkeep_ms_;
+};
+
+// A drafter whose upkeep costs more than its drafts save is parked for the
+// rest of the request: no more drafts and no more upkeep, and the output
+// stays the plain output. One whose drafts pay is never parked.
+TEST(Speculative, ParksADrafterWhoseUpkeepDoesNotPay) {
+  const std::unique_ptr<Model> model = Model::Load(ModelPath("tiny-llama-f32"));
+  const std::vector<TokenId> prompt = {1, 450, 4996, 1735};
+  constexpr int kTokens = 120;
+  const std::vector<TokenId> plain = PlainGreedy(*model, prompt, kTokens, 1);
+  GenerateOptions o;
+  o.n_predict = kTokens;
+  o.ignore_eos = true;
+  o.sampling.temperature = 0;
+
+  Context ctx(*model, ContextOptions{.n_ctx = 256, .max_batch = 16, .n_threads = 1});
+  CostlyRandomDrafter costly(model->hparams().n_vocab, 2.0);  // a tiny model's step is ~0.1 ms
+  StepCost cost;
+  SpeculativeDecoder decoder(ctx, &costly, SpecOptions{}, cost);
+  std::vector<TokenId> got;
+  decoder.Start(prompt, o, [&](TokenId t, std::span<const float>) {
+    got.push_back(t);
+    return true;
+  });
+  while (!decoder.finished()) {
+    const SequenceRows rows = decoder.Plan(16, {});
+    const auto t0 = std::chrono::steady_clock::now();
+    ctx.Forward(rows.tokens, rows.all_logits);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!decoder.prefilling()) cost.Observe(static_cast<int>(rows.tokens.size()) - 1, ms);
+    decoder.Apply(ms);
+  }
+  EXPECT_EQ(got, plain);
+  EXPECT_TRUE(decoder.drafter_parked());
+  EXPECT_LT(costly.observed, kTokens / 3) << "the upkeep went on after parking";
+
+  std::vector<TokenId> full = prompt;
+  full.insert(full.end(), plain.begin(), plain.end());
+  ReplayDrafter paying(full, 0);
+  SpeculativeDecoder keeps(ctx, &paying, SpecOptions{}, cost);
+  keeps.Start(prompt, o, nullptr);
+  while (!keeps.finished()) {
+    const SequenceRows rows = keeps.Plan(16, {});
+    ctx.Forward(rows.tokens, rows.all_logits);
+    keeps.Apply(0.1);
+  }
+  EXPECT_FALSE(keeps.drafter_parked());
+  EXPECT_EQ(keeps.result().tokens, plain);
 }
 
 // --- Sampling: the speculative loop's tokens follow the target's distribution --

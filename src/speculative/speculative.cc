@@ -20,6 +20,8 @@ constexpr double kDecay = 0.9;
 constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
 constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
 constexpr int kProbeEvery = 8;
+constexpr int kParkAfter = 16;         // steps in a row where plain decoding beats every draft length
+constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
 
 // One verify step that drafted m tokens and kept `accepted` of them, into
 // the run's totals (SpecStats) or a drafter's (DrafterStats).
@@ -146,6 +148,9 @@ void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOp
     drafter_->Begin(prompt);
   }
   prompt_done_ = 0;
+  upkeep_ms_ = 0;
+  losing_steps_ = 0;
+  parked_ = false;
   finished_ = false;
 }
 
@@ -176,6 +181,14 @@ SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
 // beat the whole step's rate, not only a lone step's: drafting shortens, and
 // stops, as the batch grows and the forward turns compute-bound. When no
 // draft pays, take plain steps and probe with one draft now and then.
+//
+// A drafter that reads the target also costs upkeep on every step, drafting
+// or not (a DFlash injection, an MTP catch-up row, a draft model's forward).
+// While it is kept, that cost is in every step; when plain decoding without
+// it, (others' tokens + 1) / base, beats every draft length with it for
+// kParkAfter steps in a row, the drafter is parked: no more drafts, no more
+// upkeep, for the rest of the request (on prose; beside enough other
+// requests that drafting no longer pays).
 int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   if (spec_.block > 0) return spec_.block - 1;
   Policy& policy = PolicyOf(d);
@@ -186,8 +199,14 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   double best_rate = 0, tokens = others.tokens, survive = 1;
   for (int n = 0; n <= max_block_ - 1; ++n, survive *= a) {
     tokens += survive;
-    const double rate = tokens / (base + n * per_draft);
+    const double rate = tokens / (base + upkeep_ms_ + n * per_draft);
     if (rate > best_rate) best = n, best_rate = rate;
+  }
+  const bool upkeep_loses = upkeep_ms_ > kFreeUpkeep * base && best_rate < (others.tokens + 1) / base;
+  losing_steps_ = upkeep_loses ? losing_steps_ + 1 : 0;
+  if (losing_steps_ >= kParkAfter) {
+    parked_ = true;
+    return 0;
   }
   if (best == 0 && ++policy.plain_steps % kProbeEvery == 0) best = 1;
   return best;
@@ -224,7 +243,7 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   }
   const int remaining = options_.n_predict - static_cast<int>(result_.tokens.size());
   int want = 0;
-  if (drafter_ != nullptr) {
+  if (drafter_ != nullptr && !parked_) {
     want = std::min({DraftsFor(drafter_->next_drafter(), others), room - 1, remaining - 1, max_rows - 1});
   }
   const auto t0 = Clock::now();
@@ -276,11 +295,19 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   }
   target_.Trim(m - v.accepted);
   target_.Commit();
-  if (drafter_ != nullptr) drafter_->Observe(target_, v.accepted + 1);
+  const bool keep_drafter = drafter_ != nullptr && !parked_;
+  double upkeep_ms = 0;
+  auto upkeep = [&](auto&& call) {
+    const auto t = Clock::now();
+    call();
+    upkeep_ms += MsBetween(t, Clock::now());
+  };
+  if (keep_drafter) upkeep([&] { drafter_->Observe(target_, v.accepted + 1); });
   bool go = true;
   for (int i = 0; i < v.accepted && go; ++i) go = Emit(drafts[i], rows.row(i));
   if (go) go = Emit(v.next, rows.row(v.accepted));
-  if (go && drafter_ != nullptr) drafter_->Accept(history_, m, v.accepted);
+  if (go && keep_drafter) upkeep([&] { drafter_->Accept(history_, m, v.accepted); });
+  upkeep_ms_ = kDecay * upkeep_ms_ + (1 - kDecay) * upkeep_ms;
   const auto t3 = Clock::now();
 
   CountStep(stats_, m, v.accepted, draft_ms_, verify_ms);

@@ -117,6 +117,8 @@ class SpeculativeDecoder {
   SequenceRows Plan(int max_rows, const StepLoad& others);
   // Tokens the planned rows are expected to commit (for the next sequence's StepLoad).
   double expected_tokens() const { return expected_tokens_; }
+  // The drafter was parked: its upkeep cost more than its drafts saved.
+  bool drafter_parked() const { return parked_; }
   // After the forward ran the planned rows (taking forward_ms): verifies the
   // block, commits the agreeing prefix and the target's next token, trims
   // the rest in O(1), and emits. Must not allocate.
@@ -164,6 +166,13 @@ class SpeculativeDecoder {
   int n_drafters_seen_ = 0;
   SpecStats stats_;
   GenerateResult result_;
+  // Keeping the drafter warm (its Observe and Accept) costs this much per
+  // step, decayed; when that upkeep makes every draft length lose to plain
+  // decoding for kParkAfter steps in a row, the drafter is parked for the
+  // rest of the request.
+  double upkeep_ms_ = 0;
+  int losing_steps_ = 0;
+  bool parked_ = false;
   int prompt_done_ = 0;     // prompt tokens in the target's cache
   int planned_rows_ = 0;    // rows of the last Plan()
   int drafted_ = 0;         // drafts among them
