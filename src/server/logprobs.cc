@@ -24,7 +24,9 @@ TokenLogprob LogprobOf(std::span<const float> logits, TokenId chosen, int n_top)
   TokenLogprob out;
   out.token = chosen;
   out.logprob = logprob(chosen);
-  for (const TopLogit& t : TopLogits(logits, n_top)) out.top.push_back({t.id, logprob(t.id)});
+  if (n_top > 0) {
+    for (const TopLogit& t : TopLogits(logits, n_top)) out.top.push_back({t.id, logprob(t.id)});
+  }
   return out;
 }
 

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 // per request) is kept, and shown if it exits before it is told to.
 export function startServer(bin, args = []) {
   return new Promise((resolve, reject) => {
-    const child = spawn(bin, ['serve', '--port', '0', '-t', '2', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     let stopping = false;
