@@ -20,7 +20,7 @@ constexpr double kDecay = 0.9;
 constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
 constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
 constexpr int kProbeEvery = 8;
-constexpr int kParkAfter = 16;         // steps in a row where plain decoding beats every draft length
+constexpr int kParkAfter = 32;         // steps in a row where plain decoding beats every draft length
 constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
 
 // One verify step that drafted m tokens and kept `accepted` of them, into
@@ -188,7 +188,9 @@ SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
 // it, (others' tokens + 1) / base, beats every draft length with it for
 // kParkAfter steps in a row, the drafter is parked: no more drafts, no more
 // upkeep, for the rest of the request (on prose; beside enough other
-// requests that drafting no longer pays).
+// requests that drafting no longer pays). kParkAfter is twice auto's
+// kIdleSteps, so that auto first drops the costly drafters it holds and
+// keeps prompt lookup, which costs nothing to keep.
 int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   if (spec_.block > 0) return spec_.block - 1;
   Policy& policy = PolicyOf(d);
