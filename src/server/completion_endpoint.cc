@@ -53,17 +53,20 @@ void StreamEvents(const std::shared_ptr<CompletionJob>& job, httplib::Response& 
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(
       "text/event-stream",
-      [job, first = true](size_t, httplib::DataSink& sink) mutable {
+      [job, first = true, last_write = std::chrono::steady_clock::now()](size_t, httplib::DataSink& sink) mutable {
         const bool chat = job->request().endpoint == Endpoint::kChatCompletions;
         // A chat stream opens with the assistant's role, at once.
         CompletionText::Delta delta = first && chat ? CompletionText::Delta{} : job->Pull(kPollInterval);
         const bool has_text = !delta.text.empty() || !delta.logprobs.empty();
+        const auto now = std::chrono::steady_clock::now();
         if (has_text || (first && chat)) {
           ChunkParts parts{delta.text, LogprobsOrNull(*job, delta.logprobs), nullptr, first, job->request().include_usage};
           if (!Write(sink, SseEvent(StreamChunk(job->header(), parts)))) return false;
           first = false;
-        } else if (!job->finished() && !Write(sink, kSseKeepAlive)) {
-          return false;  // the client is gone: the releaser cancels the job
+          last_write = now;
+        } else if (!job->finished() && now - last_write >= kPollInterval) {
+          if (!Write(sink, kSseKeepAlive)) return false;  // the client is gone: the releaser cancels the job
+          last_write = now;
         }
         if (!job->finished()) return true;
         if (const auto failure = job->Failure()) {

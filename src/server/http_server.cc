@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -101,6 +102,13 @@ HttpServer::HttpServer(const Model& model, std::string model_id, Scheduler& sche
   // httplib refuses a larger Content-Length with 413 before reading the body
   // into memory (the bytes are read and dropped, not kept).
   http_->set_payload_max_length(options_.max_body);
+  // httplib's default adds SO_REUSEPORT, under which a second server on the
+  // same port starts without error and the kernel splits the connections
+  // between the two: keep only SO_REUSEADDR (restart while old connections linger).
+  http_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   AddRoutes();
 }
 
