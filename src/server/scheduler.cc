@@ -84,7 +84,10 @@ uint64_t Scheduler::Submit(GenerationRequest request, GenerationCallbacks callba
   request.options.sampling.Validate();
   std::lock_guard lock(mu_);
   if (stopping_) Fail("the server is shutting down");
-  if (static_cast<int>(queue_.size()) >= options_.max_queue) throw QueueFull("the request queue is full");
+  // Requests pass through the queue on their way to a slot: free slots add
+  // to the room, so that --max-queue counts only requests that must wait.
+  const int free_slots = options_.slots - metrics_.slots_busy;
+  if (static_cast<int>(queue_.size()) >= options_.max_queue + free_slots) throw QueueFull("the request queue is full");
   const uint64_t id = next_id_++;
   queue_.push_back(std::make_unique<Pending>(Pending{id, std::move(request), std::move(callbacks), Clock::now()}));
   metrics_.queued = static_cast<int>(queue_.size());
