@@ -12,7 +12,7 @@
 // (/metrics kakeya_drafts_per_slot) at that concurrency; --json prints the rows.
 import { performance } from 'node:perf_hooks';
 
-import { metric, readMetrics, startServer } from '../tests/server/server_process.mjs';
+import { metric, readMetrics, sseChunks, startServer } from '../tests/server/server_process.mjs';
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -36,23 +36,13 @@ async function streamOnce(url, prompt) {
     body: JSON.stringify({ prompt, max_tokens: TOKENS, temperature: 0, stream: true,
       stream_options: { include_usage: true } }),
   });
-  const decoder = new TextDecoder();
-  let buffer = '';
   let ttft = null;
   let usage = null;
   let spec = null;
-  for await (const bytes of response.body) {
-    buffer += decoder.decode(bytes, { stream: true });
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      if (!event.startsWith('data: {')) continue;
-      const chunk = JSON.parse(event.slice(6));
-      if (ttft === null && chunk.choices[0]?.text) ttft = performance.now() - t0;
-      if (chunk.usage) usage = chunk.usage;
-      if (chunk.kakeya) spec = chunk.kakeya.speculative;
-    }
+  for await (const chunk of sseChunks(response)) {
+    if (ttft === null && chunk.choices[0]?.text) ttft = performance.now() - t0;
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.kakeya) spec = chunk.kakeya.speculative;
   }
   return { ttft: ttft ?? performance.now() - t0, tokens: usage?.completion_tokens ?? 0, spec };
 }

@@ -111,21 +111,17 @@ Value Value::None() {
   return v;
 }
 
-Value Value::List(std::vector<Value> items) {
+Value Value::Sequence(std::vector<Value> items, bool tuple) {
   const int depth = DepthOf(items);
   CheckDepth(depth);
   Value v;
-  v.data_ = std::make_shared<const ListObject>(ListObject{std::move(items), depth, false});
+  v.data_ = std::make_shared<const ListObject>(ListObject{std::move(items), depth, tuple});
   return v;
 }
 
-Value Value::Tuple(std::vector<Value> items) {
-  const int depth = DepthOf(items);
-  CheckDepth(depth);
-  Value v;
-  v.data_ = std::make_shared<const ListObject>(ListObject{std::move(items), depth, true});
-  return v;
-}
+Value Value::List(std::vector<Value> items) { return Sequence(std::move(items), false); }
+
+Value Value::Tuple(std::vector<Value> items) { return Sequence(std::move(items), true); }
 
 Value Value::Dict(jinja::Dict dict) {
   const int depth = DepthOf(dict);

@@ -114,6 +114,8 @@ class Value {
     std::shared_ptr<const std::string> what;  // null: nothing to say
   };
   struct NoneTag {};
+  // List() and Tuple(): the same object, told apart by one flag.
+  static Value Sequence(std::vector<Value> items, bool tuple);
   struct ListObject {
     std::vector<Value> items;
     int depth;

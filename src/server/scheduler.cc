@@ -114,6 +114,10 @@ SchedulerMetrics Scheduler::Metrics() const {
   return metrics_;
 }
 
+int Scheduler::BusySlots() const {
+  return static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }));
+}
+
 void Scheduler::Loop() {
   while (AdmitAndCancel()) Step();
 }
@@ -123,8 +127,7 @@ bool Scheduler::AdmitAndCancel() {
   std::vector<Slot*> admitted;
   {
     std::unique_lock lock(mu_);
-    auto busy = [&] { return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }); };
-    wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || busy(); });
+    wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || BusySlots() > 0; });
     for (auto& slot : slots_) {
       if (slot->job == nullptr) continue;
       const uint64_t id = slot->job->id;
@@ -151,7 +154,7 @@ bool Scheduler::AdmitAndCancel() {
       return !running && !queued;
     });
     metrics_.queued = static_cast<int>(queue_.size());
-    metrics_.slots_busy = static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }));
+    metrics_.slots_busy = BusySlots();
   }
   for (auto& p : refused) {
     GenerationOutcome outcome;
@@ -188,8 +191,7 @@ bool Scheduler::AdmitAndCancel() {
     if (slot->decoder->finished()) Finish(*slot);
   }
   std::lock_guard lock(mu_);
-  const bool busy = std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; });
-  if (!busy && queue_.empty()) {
+  if (BusySlots() == 0 && queue_.empty()) {
     idle_.notify_all();
     if (stopping_) return false;
   }
@@ -273,7 +275,7 @@ void Scheduler::Finish(Slot& slot) {
   o.total_ms = MsBetween(job->submitted, Clock::now());
   job->callbacks.on_done(o);
   std::lock_guard lock(mu_);
-  metrics_.slots_busy = static_cast<int>(std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s->job != nullptr; }));
+  metrics_.slots_busy = BusySlots();
   ++(!o.error.empty() ? metrics_.requests_failed : o.cancelled ? metrics_.requests_cancelled : metrics_.requests_done);
   metrics_.prompt_tokens += o.prompt_tokens;
   metrics_.completion_tokens += o.completion_tokens;

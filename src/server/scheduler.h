@@ -142,6 +142,8 @@ class Scheduler {
   // One forward over the rows of every active slot.
   void Step();
   void Finish(Slot& slot);
+  // Slots holding a request (only the scheduler thread changes that).
+  int BusySlots() const;
 
   const Model& model_;
   SchedulerOptions options_;

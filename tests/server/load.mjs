@@ -8,7 +8,7 @@
 // the load, every malformed request gets a 4xx, and afterwards the slots are
 // free and the resident memory is back near its idle level. Exits 1 on a
 // failed check, printing a JSON summary either way.
-import { readMetrics, metric, startServer } from './server_process.mjs';
+import { readMetrics, metric, sseChunks, startServer } from './server_process.mjs';
 
 const args = process.argv.slice(2);
 const flag = (name, fallback) => {
@@ -52,24 +52,14 @@ function post(url, path, body, signal) {
 
 // The text of a completions stream, from its server-sent events.
 async function readStream(response, stopAfterEvents = Infinity, controller = null) {
-  const decoder = new TextDecoder();
-  let buffer = '';
   let text = '';
   let events = 0;
-  for await (const bytes of response.body) {
-    buffer += decoder.decode(bytes, { stream: true });
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const chunk = JSON.parse(event.slice(6));
-      if (chunk.error) throw new Error(`stream error: ${chunk.error.message}`);
-      text += chunk.choices[0]?.text ?? '';
-      if (++events >= stopAfterEvents) {
-        controller.abort();
-        return text;
-      }
+  for await (const chunk of sseChunks(response)) {
+    if (chunk.error) throw new Error(`stream error: ${chunk.error.message}`);
+    text += chunk.choices[0]?.text ?? '';
+    if (++events >= stopAfterEvents) {
+      controller.abort();
+      return text;
     }
   }
   return text;

@@ -1,4 +1,5 @@
-// Starts `kakeya serve` on a free port for a test, and reads its /metrics.
+// Starts `kakeya serve` on a free port for a test, and reads its /metrics and
+// its server-sent events.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
@@ -67,4 +68,20 @@ export async function readMetrics(url, apiKey) {
 
 export function metric(values, name) {
   return values.get(name) ?? 0;
+}
+
+// The JSON chunks of a server-sent event stream, in order (comment lines and
+// the closing `data: [DONE]` are skipped).
+export async function* sseChunks(response) {
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for await (const bytes of response.body) {
+    buffer += decoder.decode(bytes, { stream: true });
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      if (event.startsWith('data: {')) yield JSON.parse(event.slice(6));
+    }
+  }
 }
