@@ -284,7 +284,7 @@ TEST_F(DraftModelTest, SampledProposalsComeWithTheirDistributions) {
       }
       EXPECT_NEAR(sum, 1.0, 1e-5);
       EXPECT_GT(row[out[i]], 0.0f) << "row " << i;
-      reference_sampler.Distribution(ctx.logits(0), expected);
+      reference_sampler.Distribution(ctx.logits(0), {}, expected);
       EXPECT_TRUE(std::equal(row.begin(), row.end(), expected.begin())) << "row " << i;
       ctx.Forward(std::span(&out[i], 1), false);
     }

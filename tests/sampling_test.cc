@@ -1,7 +1,8 @@
 // Sampler tests: greedy and non-finite logits, every filter against a naive
-// float64 reference, a chi-square check that Sample() draws from
-// Distribution(), seeded reproducibility, parameter validation and the
-// no-allocation promise of the hot loop.
+// float64 reference, a chi-square check that the seeded choice draws from
+// Distribution() over positions and over seeds, that it depends on (seed,
+// position) alone, parameter validation and the no-allocation promise of the
+// hot loop.
 #include "sampling/sampler.h"
 #include "stats_util.h"
 
@@ -15,6 +16,7 @@
 #include <new>
 #include <numeric>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -57,7 +59,7 @@ SamplingParams NoFilters(float temperature, uint64_t seed = 0) {
 std::vector<float> Probs(const SamplingParams& p, const std::vector<float>& logits) {
   Sampler sampler(p, static_cast<int>(logits.size()));
   std::vector<float> probs(logits.size());
-  sampler.Distribution(logits, probs);
+  sampler.Distribution(logits, {}, probs);
   return probs;
 }
 
@@ -154,7 +156,7 @@ TEST(SamplerTest, GreedyIgnoresFiltersAndRng) {
   const std::vector<float> logits = {0.5f, 2.0f, kNaN, 2.0f, -1.0f};
   for (const SamplingParams& p : {Params(0, 0, 1, 0), Params(0, 1, 0.1f, 1), Params(0, 40, 0.95f, 0.05f)}) {
     Sampler sampler(p, 5);
-    for (int i = 0; i < 10; ++i) EXPECT_EQ(sampler.Sample(logits), 1);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(sampler.SampleAt(logits, i), 1);
     EXPECT_EQ(Probs(p, logits), (std::vector<float>{0, 1, 0, 0, 0}));
   }
 }
@@ -164,7 +166,7 @@ TEST(SamplerTest, NegativeInfinityAndNaNAreNeverDrawn) {
   for (int i = 0; i < 64; ++i) logits[i] = i % 2 ? -kInf : (i % 4 ? kNaN : 0.01f * i);
   Sampler sampler(NoFilters(2.0f, 3), 64);
   for (int i = 0; i < 20000; ++i) {
-    const int32_t t = sampler.Sample(logits);
+    const int32_t t = sampler.SampleAt(logits, i);
     ASSERT_TRUE(std::isfinite(logits[t])) << "drew token " << t;
   }
 }
@@ -175,7 +177,7 @@ TEST(SamplerTest, OnlyOneUsableLogitIsAlwaysDrawn) {
   logits[5] = kNaN;
   for (const SamplingParams& p : {NoFilters(0.0f), NoFilters(1.5f), Params(0.8f, 40, 0.95f, 0.05f)}) {
     Sampler sampler(p, 100);
-    for (int i = 0; i < 100; ++i) ASSERT_EQ(sampler.Sample(logits), 37);
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(sampler.SampleAt(logits, i), 37);
     EXPECT_EQ(Probs(p, logits)[37], 1.0f);
   }
 }
@@ -183,7 +185,7 @@ TEST(SamplerTest, OnlyOneUsableLogitIsAlwaysDrawn) {
 TEST(SamplerTest, NoUsableLogitFallsBackToArgmax) {
   const std::vector<float> logits = {kNaN, -kInf, -kInf};
   Sampler sampler(NoFilters(1.0f), 3);
-  EXPECT_EQ(sampler.Sample(logits), 1);
+  EXPECT_EQ(sampler.SampleAt(logits, 0), 1);
   EXPECT_EQ(Probs(NoFilters(1.0f), logits), (std::vector<float>{0, 1, 0}));
 }
 
@@ -247,25 +249,30 @@ TEST(SamplerTest, LargeVocabularyTopPMatchesReference) {
   }
 }
 
-// ---- Sample() draws from Distribution() ----
+// ---- The seeded choice ----
 
-// Bit-for-bit: the same token and the same RNG state afterwards.
-TEST(SamplerTest, SampleEqualsDrawFromDistribution) {
+// The token at a position depends on the logits, the seed and the position
+// alone: not on the calls before it, nor on the sampler object; and Sample()
+// with a history of n tokens is the choice at position n.
+TEST(SamplerTest, TheChoiceIsAFunctionOfSeedAndPosition) {
   const int n = 300;
-  std::vector<float> probs(n);
-  for (const SamplingParams& p : {Params(0.8f, 40, 0.95f, 0.05f, 11), NoFilters(1.0f, 12),
-                                  Params(1.5f, 0, 0.9f, 0.0f, 13), Params(0.6f, 5, 1.0f, 0.2f, 14),
-                                  Params(1.0f, 3, 1.0f, 0.0f, 15)}) {
-    Sampler a(p, n), b(p, n);
-    for (int step = 0; step < 300; ++step) {
-      const std::vector<float> logits = NormalLogits(n, 1.5f, step);
-      b.Distribution(logits, probs);
-      const int32_t token = a.Sample(logits);
-      ASSERT_EQ(token, b.DrawFrom(probs)) << "step " << step;
-      ASSERT_GT(probs[token], 0.0f);
-    }
-    EXPECT_EQ(a.Uniform(), b.Uniform());
+  const SamplingParams p = Params(0.8f, 40, 0.95f, 0.05f, 11);
+  Sampler a(p, n), b(p, n);
+  std::vector<int32_t> forward, backward(200);
+  const std::vector<float> logits = NormalLogits(n, 1.5f, 3);
+  for (int pos = 0; pos < 200; ++pos) forward.push_back(a.SampleAt(logits, pos));
+  for (int pos = 199; pos >= 0; --pos) {
+    backward[pos] = b.SampleAt(logits, pos);
+    b.Uniform();  // the rejection stream is another matter
   }
+  EXPECT_EQ(forward, backward);
+  EXPECT_GT(std::set<int32_t>(forward.begin(), forward.end()).size(), 5u) << "positions must draw afresh";
+  const std::vector<TokenId> history(57, 4);
+  EXPECT_EQ(a.Sample(logits, history), forward[57]);
+  Sampler other_seed(Params(0.8f, 40, 0.95f, 0.05f, 12), n);
+  int same = 0;
+  for (int pos = 0; pos < 200; ++pos) same += other_seed.SampleAt(logits, pos) == forward[pos];
+  EXPECT_LT(same, 150) << "another seed must draw other tokens";
 }
 
 TEST(SamplerTest, DrawFromSkipsNonPositiveEntries) {
@@ -284,26 +291,34 @@ TEST(ChiSquareTest, PValueMatchesTables) {
   EXPECT_NEAR(ChiSquarePValue(4.35146, 5), 0.5, 1e-5);          // the median, below a + 1
 }
 
+// Gumbel-max draws from the softmax: over positions with one seed, and over
+// seeds at one position.
 TEST(SamplerTest, DrawsFitTheDistribution) {
   const std::vector<float> logits = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.8f, 0.9f, -3.0f};
   const SamplingParams p = Params(0.9f, 7, 0.97f, 0.03f, 2024);
   Sampler sampler(p, 8);
   std::vector<float> probs(8);
-  sampler.Distribution(logits, probs);
+  sampler.Distribution(logits, {}, probs);
   const std::vector<double> dist(probs.begin(), probs.end());
   const int kept = static_cast<int>(std::count_if(dist.begin(), dist.end(), [](double x) { return x > 0; }));
   ASSERT_GE(kept, 4);  // the filters leave a non-trivial distribution...
   ASSERT_LE(kept, 6);  // ...and do remove something
 
-  std::vector<int> counts(8, 0);
-  for (int i = 0; i < 200000; ++i) ++counts[sampler.Sample(logits)];
-  EXPECT_GT(GoodnessOfFitPValue(counts, dist), 0.001);
+  std::vector<int> by_position(8, 0), by_seed(8, 0);
+  for (int i = 0; i < 200000; ++i) ++by_position[sampler.SampleAt(logits, i)];
+  for (int seed = 0; seed < 20000; ++seed) {
+    SamplingParams ps = p;
+    ps.seed = seed;
+    ++by_seed[Sampler(ps, 8).SampleAt(logits, 17)];
+  }
+  EXPECT_GT(GoodnessOfFitPValue(by_position, dist), 0.001);
+  EXPECT_GT(GoodnessOfFitPValue(by_seed, dist), 0.001);
 
   // The same check rejects a distribution with two tokens' probabilities
   // swapped (tokens 1 and 3, the two most likely, differ by a factor ~1.7).
   std::vector<double> swapped = dist;
   std::swap(swapped[1], swapped[3]);
-  EXPECT_LT(GoodnessOfFitPValue(counts, swapped), 0.001);
+  EXPECT_LT(GoodnessOfFitPValue(by_position, swapped), 0.001);
 }
 
 // ---- Seeds ----
@@ -324,7 +339,7 @@ std::vector<int32_t> Sequence(uint64_t seed) {
   const std::vector<float> logits = NormalLogits(500, 0.3f, 7);
   Sampler sampler(Params(1.0f, 100, 0.95f, 0.01f, seed), 500);
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 1000; ++i) tokens.push_back(sampler.Sample(logits));
+  for (int i = 0; i < 1000; ++i) tokens.push_back(sampler.SampleAt(logits, i));
   return tokens;
 }
 
@@ -343,11 +358,18 @@ TEST(SamplerTest, SampleDoesNotAllocate) {
 #else
   const std::vector<float> logits = NormalLogits(150000, 2.0f, 8);
   std::vector<float> probs(logits.size());
-  for (const SamplingParams& p : {Params(0.8f, 40, 0.95f, 0.05f), Params(1.0f, 0, 0.95f, 0.0f), NoFilters(0.7f)}) {
-    Sampler sampler(p, static_cast<int>(logits.size()));
+  SamplingParams penalized = Params(0.8f, 40, 0.95f, 0.05f);
+  penalized.repeat_penalty = 1.1f;
+  penalized.frequency_penalty = 0.2f;
+  penalized.dry_multiplier = 0.8f;
+  std::vector<TokenId> history;
+  for (int i = 0; i < 3000; ++i) history.push_back(i % 97 * 13);
+  for (const SamplingParams& p :
+       {Params(0.8f, 40, 0.95f, 0.05f), Params(1.0f, 0, 0.95f, 0.0f), NoFilters(0.7f), penalized}) {
+    Sampler sampler(p, static_cast<int>(logits.size()), nullptr, 4096);
     const long before = g_allocations.load();
-    for (int i = 0; i < 5; ++i) sampler.Sample(logits);
-    sampler.Distribution(logits, probs);
+    for (int i = 0; i < 5; ++i) sampler.Sample(logits, std::span<const TokenId>(history).first(2000 + i));
+    sampler.Distribution(logits, history, probs);
     sampler.DrawFrom(probs);
     EXPECT_EQ(g_allocations.load() - before, 0);
   }

@@ -60,7 +60,9 @@ TEST(OpenAiRequest, DefaultsAreLlamaCppsAndKakeyaRuns) {
 TEST(OpenAiRequest, EveryParameterIsRead) {
   const CompletionRequest r = Parse(R"({"model": "kakeya-pystdlib", "prompt": [[1, 2, 3]], "max_tokens": 5,
       "temperature": 0, "top_p": 0.5, "top_k": 7, "min_p": 0.1, "seed": -1, "stop": ["a", "bc"], "n": 1,
-      "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "presence_penalty": 0,
+      "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "presence_penalty": 0.25,
+      "frequency_penalty": -0.5, "repeat_penalty": 1.1, "repeat_last_n": 32, "dry_multiplier": 0.8,
+      "dry_base": 2, "dry_allowed_length": 3, "dry_penalty_last_n": 128, "dry_sequence_breakers": ["\n", "##"],
       "user": "ignored", "logit_bias": {}})");
   EXPECT_TRUE(r.prompt_is_ids);
   EXPECT_EQ(r.prompt_ids, (std::vector<TokenId>{1, 2, 3}));
@@ -76,6 +78,15 @@ TEST(OpenAiRequest, EveryParameterIsRead) {
   EXPECT_TRUE(r.include_usage);
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.sampling.repeat_last_n, 32);
+  EXPECT_FLOAT_EQ(r.sampling.dry_multiplier, 0.8f);
+  EXPECT_FLOAT_EQ(r.sampling.dry_base, 2.0f);
+  EXPECT_EQ(r.sampling.dry_allowed_length, 3);
+  EXPECT_EQ(r.sampling.dry_penalty_last_n, 128);
+  EXPECT_EQ(r.sampling.dry_sequence_breakers, (std::vector<std::string>{"\n", "##"}));
 }
 
 TEST(OpenAiRequest, ChatMessagesAreNormalized) {
@@ -121,7 +132,11 @@ TEST(OpenAiRequest, BadFieldsAreNamed) {
       {R"({"prompt": "x", "n": 3})", "n", "only n = 1"},
       {R"({"prompt": "x", "echo": true})", "echo", "not supported"},
       {R"({"prompt": "x", "best_of": 2})", "best_of", "not supported"},
-      {R"({"prompt": "x", "frequency_penalty": 0.5})", "frequency_penalty", "not supported"},
+      {R"({"prompt": "x", "frequency_penalty": 2.5})", "frequency_penalty", "[-2, 2]"},
+      {R"({"prompt": "x", "repeat_penalty": 0})", "repeat_penalty", "repeat_penalty is 0"},
+      {R"({"prompt": "x", "dry_base": 0.5})", "dry_base", "[1, 100]"},
+      {R"({"prompt": "x", "dry_sequence_breakers": "\n"})", "dry_sequence_breakers", "an array of strings"},
+      {R"({"prompt": "x", "dry_sequence_breakers": [""]})", "dry_sequence_breakers", "non-empty strings"},
       {R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
       {R"({"prompt": "x", "tools": [{"type": "function"}]})", "tools", "not supported"},
       {R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean"},

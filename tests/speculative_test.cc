@@ -277,7 +277,7 @@ void ExactMarginals(const Model& model, const std::vector<TokenId>& prompt, std:
     ctx.Clear();
     ctx.Forward(tokens, false);
     std::vector<float> p(n_vocab);
-    sampler.Distribution(ctx.logits(0), p);
+    sampler.Distribution(ctx.logits(0), {}, p);
     return p;
   };
   at1.assign(n_vocab, 0);
@@ -326,14 +326,18 @@ double PooledPValue(const std::vector<int>& counts, const std::vector<double>& p
   return GoodnessOfFitPValue(c, p);
 }
 
+// Per verifier: 2,000 seeds of speculative sampling against the exact
+// marginals. Under match verification each run also equals plain sampling
+// with the same seed, token for token.
 void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& prompt,
-                              const std::function<std::unique_ptr<Drafter>(const SamplingParams&)>& make_drafter) {
+                              const std::function<std::unique_ptr<Drafter>(const SamplingParams&)>& make_drafter,
+                              SampledVerify verify) {
   std::vector<double> at1, at2;
   ExactMarginals(target, prompt, at1, at2);
   const int n_vocab = target.hparams().n_vocab;
   std::vector<int> count1(n_vocab), count2(n_vocab);
   Context ctx(target, ContextOptions{.n_ctx = 256, .max_batch = 16, .n_threads = 1});
-  constexpr int kRuns = 6000;
+  constexpr int kRuns = 2000;
   int drafted = 0, accepted = 0;
   for (int seed = 0; seed < kRuns; ++seed) {
     GenerateOptions o;
@@ -342,8 +346,10 @@ void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& p
     o.sampling = TestSampling(seed);
     std::unique_ptr<Drafter> drafter = make_drafter(o.sampling);
     SpecStats stats;
-    const GenerateResult r = GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = 3}, nullptr, &stats);
+    const GenerateResult r =
+        GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = 3, .verify = verify}, nullptr, &stats);
     ASSERT_EQ(r.tokens.size(), 3u);
+    if (verify == SampledVerify::kMatch) ASSERT_EQ(r.tokens, Generate(ctx, prompt, o, nullptr).tokens) << seed;
     ++count1[r.tokens[1]];
     ++count2[r.tokens[2]];
     drafted += stats.drafted;
@@ -354,6 +360,14 @@ void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& p
   EXPECT_GT(PooledPValue(count1, at1), 0.001) << "token 1";
   EXPECT_GT(PooledPValue(count2, at2), 0.001) << "token 2";
   std::cout << "[sampled] drafted " << drafted << ", accepted " << accepted << " over " << kRuns << " runs\n";
+}
+
+void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& prompt,
+                              const std::function<std::unique_ptr<Drafter>(const SamplingParams&)>& make_drafter) {
+  for (SampledVerify verify : {SampledVerify::kMatch, SampledVerify::kRejection}) {
+    SCOPED_TRACE(verify == SampledVerify::kMatch ? "match" : "rejection");
+    CheckSampledDistribution(target, prompt, make_drafter, verify);
+  }
 }
 
 TEST(SpeculativeSamplingSlow, DraftModelKeepsTheTargetDistribution) {

@@ -1,8 +1,10 @@
-// Speculative sampling keeps the target's distribution exactly (Leviathan et
-// al. 2023, Theorem 1). Checked by counting: many seeded verifications of
-// drafts drawn from a draft distribution q must emit tokens distributed as the
-// target's p, by a chi-square test at significance 0.001; a deliberately
-// biased verifier must fail the same test, so the test can fail.
+// Both verifiers keep the target's distribution exactly: speculative sampling
+// (Leviathan et al. 2023, Theorem 1) and matching the seeded choice. Checked
+// by counting: many seeded verifications of drafts drawn from a draft
+// distribution q must emit tokens distributed as the target's p, by a
+// chi-square test at significance 0.001; a deliberately biased verifier must
+// fail the same test, so the test can fail. Matching must also emit exactly
+// the tokens plain sampling picks at the same positions.
 #include "speculative/verifier.h"
 
 #include <random>
@@ -40,7 +42,7 @@ const std::vector<float> kQ1 = {0.05f, 0.05f, 0.10f, 0.30f, 0.05f, 0.25f, 0.10f,
 std::vector<double> TargetDistribution(const std::vector<float>& row) {
   Sampler s(Params(0), kVocab);
   std::vector<float> p(kVocab);
-  s.Distribution(row, p);
+  s.Distribution(row, {}, p);
   return {p.begin(), p.end()};
 }
 
@@ -55,7 +57,7 @@ Verdict BiasedVerify(const BlockLogits& logits, std::span<const TokenId> drafts,
                      Sampler& sampler, std::span<float> p) {
   Verdict v;
   for (size_t i = 0; i < drafts.size(); ++i) {
-    sampler.Distribution(logits.row(i), p);
+    sampler.Distribution(logits.row(i), {}, p);
     const double q_d = q.empty() ? 1.0 : q[i * kVocab + drafts[i]];
     if (sampler.Uniform() * q_d < p[drafts[i]]) {
       ++v.accepted;
@@ -64,10 +66,12 @@ Verdict BiasedVerify(const BlockLogits& logits, std::span<const TokenId> drafts,
     v.next = sampler.DrawFrom(p);
     return v;
   }
-  sampler.Distribution(logits.row(v.accepted), p);
+  sampler.Distribution(logits.row(v.accepted), {}, p);
   v.next = sampler.DrawFrom(p);
   return v;
 }
+
+enum class Mode { kRejection, kMatch, kBiased };
 
 struct Counts {
   std::vector<int> first = std::vector<int>(kVocab);   // first emitted token
@@ -77,7 +81,7 @@ struct Counts {
 
 // Two drafts per step from q0, q1 (or the fixed tokens 3 and 4 for a
 // deterministic drafter), verified against rows 0..2.
-Counts CountEmitted(bool deterministic, bool biased) {
+Counts CountEmitted(bool deterministic, Mode mode) {
   std::vector<float> rows;
   for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
   const BlockLogits logits{rows, kVocab};
@@ -92,8 +96,15 @@ Counts CountEmitted(bool deterministic, bool biased) {
   Counts c;
   for (int trial = 0; trial < kTrials; ++trial) {
     const TokenId drafts[2] = {deterministic ? 3 : DrawFrom(kQ0, draft_rng), deterministic ? 4 : DrawFrom(kQ1, draft_rng)};
-    const Verdict v = biased ? BiasedVerify(logits, drafts, q, sampler, p)
-                             : VerifySampled(logits, drafts, q, sampler, p, residual);
+    Verdict v;
+    if (mode == Mode::kMatch) {
+      // A fresh seed per trial; the drafts are the history's last two tokens.
+      Sampler seeded(Params(trial), kVocab);
+      v = VerifyMatch(logits, drafts, seeded, drafts);
+    } else {
+      v = mode == Mode::kBiased ? BiasedVerify(logits, drafts, q, sampler, p)
+                                : VerifyRejection(logits, drafts, q, sampler, drafts, p, residual);
+    }
     const TokenId emitted[3] = {v.accepted > 0 ? drafts[0] : v.next,
                                 v.accepted > 1 ? drafts[1] : v.next, v.next};
     ++c.first[emitted[0]];
@@ -103,40 +114,79 @@ Counts CountEmitted(bool deterministic, bool biased) {
   return c;
 }
 
-TEST(VerifySampled, DraftModelProposalsKeepTheTargetDistribution) {
-  const Counts c = CountEmitted(/*deterministic=*/false, /*biased=*/false);
+void ExpectTargetDistribution(const Counts& c) {
   EXPECT_GT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance);
   EXPECT_GT(GoodnessOfFitPValue(c.second, TargetDistribution(kRow1)), kSignificance);
   EXPECT_GT(GoodnessOfFitPValue(c.third, TargetDistribution(kRow2)), kSignificance);
 }
 
-TEST(VerifySampled, DeterministicProposalsKeepTheTargetDistribution) {
-  const Counts c = CountEmitted(/*deterministic=*/true, /*biased=*/false);
-  EXPECT_GT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance);
-  EXPECT_GT(GoodnessOfFitPValue(c.second, TargetDistribution(kRow1)), kSignificance);
-  EXPECT_GT(GoodnessOfFitPValue(c.third, TargetDistribution(kRow2)), kSignificance);
+TEST(VerifyRejection, DraftModelProposalsKeepTheTargetDistribution) {
+  ExpectTargetDistribution(CountEmitted(/*deterministic=*/false, Mode::kRejection));
 }
 
-TEST(VerifySampled, ABiasedVerifierFailsTheSameTest) {
+TEST(VerifyRejection, DeterministicProposalsKeepTheTargetDistribution) {
+  ExpectTargetDistribution(CountEmitted(/*deterministic=*/true, Mode::kRejection));
+}
+
+TEST(VerifyRejection, ABiasedVerifierFailsTheSameTest) {
   for (bool deterministic : {false, true}) {
-    const Counts c = CountEmitted(deterministic, /*biased=*/true);
+    const Counts c = CountEmitted(deterministic, Mode::kBiased);
     EXPECT_LT(GoodnessOfFitPValue(c.first, TargetDistribution(kRow0)), kSignificance) << deterministic;
   }
 }
 
-TEST(VerifyGreedy, AcceptsTheAgreeingPrefixAndAddsTheTargetsToken) {
+TEST(VerifyMatch, SampledProposalsKeepTheTargetDistribution) {
+  ExpectTargetDistribution(CountEmitted(/*deterministic=*/false, Mode::kMatch));
+  ExpectTargetDistribution(CountEmitted(/*deterministic=*/true, Mode::kMatch));
+}
+
+// Every row's token is the one plain sampling picks at that position, with
+// the row's own history (the penalties see the drafts before the row).
+TEST(VerifyMatch, EmitsWhatPlainSamplingPicksAtEachPosition) {
   std::vector<float> rows;
   for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
   const BlockLogits logits{rows, kVocab};
+  SamplingParams params = Params(0);
+  params.repeat_penalty = 1.5f;
+  params.presence_penalty = 0.3f;
+  int accepted_some = 0;
+  for (uint64_t seed = 0; seed < 500; ++seed) {
+    params.seed = seed;
+    Sampler sampler(params, kVocab), plain(params, kVocab);
+    std::vector<TokenId> history = {5, 1, 7};
+    const size_t committed = history.size();
+    // Drafts: what plain sampling picks, except a wrong second one on odd seeds.
+    for (int i = 0; i < 2; ++i) {
+      TokenId t = plain.Sample(logits.row(i), history);
+      if (i == 1 && seed % 2 == 1) t = (t + 1) % kVocab;
+      history.push_back(t);
+    }
+    const std::span<const TokenId> drafts = std::span<const TokenId>(history).subspan(committed);
+    const Verdict v = VerifyMatch(logits, drafts, sampler, history);
+    EXPECT_EQ(v.accepted, seed % 2 == 1 ? 1 : 2) << seed;
+    const std::span<const TokenId> before_next = std::span<const TokenId>(history).first(committed + v.accepted);
+    EXPECT_EQ(v.next, plain.Sample(logits.row(v.accepted), before_next)) << seed;
+    accepted_some += v.accepted;
+  }
+  EXPECT_GT(accepted_some, 0);
+}
+
+TEST(VerifyMatch, GreedyAcceptsTheAgreeingPrefixAndAddsTheTargetsToken) {
+  std::vector<float> rows;
+  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const BlockLogits logits{rows, kVocab};
+  SamplingParams greedy_params = Params(0);
+  greedy_params.temperature = 0;
+  Sampler greedy(greedy_params, kVocab);
+  const auto verify = [&](std::vector<TokenId> drafts) { return VerifyMatch(logits, drafts, greedy, drafts); };
   // argmax: row0 -> 1, row1 -> 4, row2 -> 5
-  const TokenId all[2] = {1, 4}, first[2] = {1, 0}, none[2] = {2, 4};
-  EXPECT_EQ(VerifyGreedy(logits, all).accepted, 2);
-  EXPECT_EQ(VerifyGreedy(logits, all).next, 5);
-  EXPECT_EQ(VerifyGreedy(logits, first).accepted, 1);
-  EXPECT_EQ(VerifyGreedy(logits, first).next, 4);
-  EXPECT_EQ(VerifyGreedy(logits, none).accepted, 0);
-  EXPECT_EQ(VerifyGreedy(logits, none).next, 1);
-  EXPECT_EQ(VerifyGreedy(BlockLogits{std::span<const float>(rows).first(kVocab), kVocab}, {}).next, 1);
+  EXPECT_EQ(verify({1, 4}).accepted, 2);
+  EXPECT_EQ(verify({1, 4}).next, 5);
+  EXPECT_EQ(verify({1, 0}).accepted, 1);
+  EXPECT_EQ(verify({1, 0}).next, 4);
+  EXPECT_EQ(verify({2, 4}).accepted, 0);
+  EXPECT_EQ(verify({2, 4}).next, 1);
+  EXPECT_EQ(VerifyMatch(BlockLogits{std::span<const float>(rows).first(kVocab), kVocab}, {}, greedy, {}).next, 1);
 }
 
 }  // namespace

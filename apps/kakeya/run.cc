@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "base/error.h"
 #include "commands.h"
 #include "drafter_choice.h"
+#include "sampling_flags.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
 #include "speculative/speculative.h"
@@ -23,11 +23,7 @@ struct RunFlags : ModelFlags {
   std::string prompt;
   std::string prompt_file;
   int n_predict = 256;
-  float temperature = 0.8f;
-  int top_k = 40;
-  float top_p = 0.95f;
-  float min_p = 0.05f;
-  int64_t seed = -1;
+  SamplingFlags sampling;
   int threads = 0;
   int n_ctx = 0;
   bool ignore_eos = false;
@@ -116,12 +112,7 @@ int Run(const RunFlags& f) {
   gopts.n_predict = f.n_predict;
   gopts.ignore_eos = f.ignore_eos;
   gopts.n_top = f.n_top;
-  gopts.sampling.temperature = f.temperature;
-  gopts.sampling.top_k = f.top_k;
-  gopts.sampling.top_p = f.top_p;
-  gopts.sampling.min_p = f.min_p;
-  gopts.sampling.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed) : std::random_device{}();
-  gopts.sampling.Validate();
+  gopts.sampling = f.sampling.Resolve();
   const std::unique_ptr<Drafter> drafter = MakeDrafter(f, *model, ctx, gopts.sampling, max_block);
   const double load_ms = MsSince(t_load);
 
@@ -138,7 +129,7 @@ int Run(const RunFlags& f) {
     };
   }
   SpecStats stats;
-  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block, .trace = f.spec_trace}, stream, &stats)
+  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block, .trace = f.spec_trace, .verify = f.sampling.Verify()}, stream, &stats)
                                    : Generate(ctx, prompt, gopts, stream);
 
   const int n_decoded = std::max<int>(0, static_cast<int>(r.tokens.size()) - 1);
@@ -215,11 +206,7 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_option("-p,--prompt", f->prompt, "Prompt text");
   app.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
-  app.add_option("--temp", f->temperature, "Temperature; 0 = greedy")->capture_default_str();
-  app.add_option("--top-k", f->top_k, "Keep the K most likely tokens; 0 = off")->capture_default_str();
-  app.add_option("--top-p", f->top_p, "Nucleus sampling mass; 1 = off")->capture_default_str();
-  app.add_option("--min-p", f->min_p, "Drop tokens below min-p times the best; 0 = off")->capture_default_str();
-  app.add_option("--seed", f->seed, "Sampling seed; -1 = random")->capture_default_str();
+  AddSamplingFlags(app, f->sampling);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   app.add_option("-c,--ctx-size", f->n_ctx, "Context size in tokens (default: min(training context, 4096))");
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");

@@ -55,10 +55,13 @@ GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
   }
   options.sampling.Validate();
   const Tokenizer& tokenizer = ctx.model().tokenizer();
-  Sampler sampler(options.sampling, ctx.model().hparams().n_vocab);
+  Sampler sampler(options.sampling, ctx.model().hparams().n_vocab, &tokenizer, n_ctx);
 
   GenerateResult result;
   result.prompt_tokens.assign(prompt.begin(), prompt.end());
+  // The whole sequence: the sampler's position and the repetition controls' history.
+  std::vector<TokenId> sequence(prompt.begin(), prompt.end());
+  sequence.reserve(prompt.size() + options.n_predict);
 
   const auto t_prefill = std::chrono::steady_clock::now();
   Prefill(ctx, prompt);
@@ -69,8 +72,9 @@ GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
   for (int step = 0; step < options.n_predict; ++step) {
     const std::span<const float> logits = ctx.logits(0);
     if (options.n_top > 0) result.top.push_back(TopLogits(logits, options.n_top));
-    const TokenId next = sampler.Sample(logits);
+    const TokenId next = sampler.Sample(logits, sequence);
     result.tokens.push_back(next);
+    sequence.push_back(next);
     const bool keep_going = on_token ? on_token(next) : true;
     if (!options.ignore_eos && tokenizer.IsEndOfGeneration(next)) {
       result.stop = StopReason::kEndOfGeneration;

@@ -35,8 +35,7 @@ double Weight(float logit, double max_logit, double temperature) {
 }
 
 // Index of the entry drawn by `u` in [0, 1): the first whose running sum
-// (double, in span order) exceeds u * total. -1 if no entry is > 0. Sample()
-// and DrawFrom() both go through here, so they pick the same token.
+// (double, in span order) exceeds u * total. -1 if no entry is > 0.
 int DrawIndex(std::span<const float> probs, double u) {
   double total = 0;
   for (float p : probs) {
@@ -62,19 +61,6 @@ constexpr auto kBetter = [](const auto& a, const auto& b) {
 constexpr auto kLowerId = [](const auto& a, const auto& b) { return a.id < b.id; };
 
 }  // namespace
-
-void SamplingParams::Validate() const {
-  if (!(std::isfinite(temperature) && temperature >= 0)) {
-    Fail("--temp ", temperature, " is out of range; pass 0 (greedy) or a finite positive value");
-  }
-  if (top_k < 0) Fail("--top-k ", top_k, " is negative; pass 0 (off) or a positive count");
-  if (!(top_p > 0 && top_p <= 1)) {
-    Fail("--top-p ", top_p, " is out of range; pass a value in (0, 1] (1 = off)");
-  }
-  if (!(min_p >= 0 && min_p <= 1)) {
-    Fail("--min-p ", min_p, " is out of range; pass a value in [0, 1] (0 = off)");
-  }
-}
 
 int32_t Argmax(std::span<const float> logits) {
   int32_t best = -1;
@@ -103,30 +89,59 @@ uint64_t Rng::Next() {
 
 double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
-Sampler::Sampler(const SamplingParams& p, int n_vocab) : params_(p), rng_(p.seed) {
-  p.Validate();
+// A uniform in (0, 1) that depends only on (seed, position, token): three
+// rounds of SplitMix64's finalizer, each folding in one key.
+double KeyedUniform(uint64_t seed, int64_t position, int32_t token) {
+  uint64_t x = seed;
+  uint64_t h = SplitMix64(x);
+  x = h ^ static_cast<uint64_t>(position);
+  h = SplitMix64(x);
+  x = h ^ static_cast<uint32_t>(token);
+  h = SplitMix64(x);
+  return (static_cast<double>(h >> 11) + 0.5) * 0x1.0p-53;
+}
+
+Sampler::Sampler(const SamplingParams& p, int n_vocab, const Tokenizer* tokenizer, int max_history)
+    : params_((p.Validate(), p)),
+      rng_(p.seed),
+      penalties_(p, std::max(n_vocab, 0), tokenizer, max_history) {
   if (n_vocab <= 0) Fail("the sampler needs a vocabulary, got n_vocab ", n_vocab);
+  if (penalties_.active()) penalized_.resize(n_vocab);
   cand_.resize(n_vocab);
   prob_.resize(n_vocab);
   bin_mass_.resize(kBins);
   kept_.resize(n_vocab);
 }
 
-// Runs the filter chain; leaves the n survivors (returned) in cand_[0, n) in
-// token-id order with their final probabilities in prob_[0, n).
-int Sampler::Filter(std::span<const float> logits) {
+std::span<const float> Sampler::Penalized(std::span<const float> logits, std::span<const TokenId> history) {
+  if (!penalties_.active()) return logits;
+  penalties_.Apply(history, logits, penalized_);
+  return penalized_;
+}
+
+// Runs top-k, top-p and min-p; leaves the n survivors (returned) in
+// cand_[0, n), in no particular order, and their max logit in *max_logit.
+// With no usable logit: the argmax alone, at logit 0.
+int Sampler::Survivors(std::span<const float> logits, float* max_logit) {
   assert(logits.size() == cand_.size());
   int n = GatherTopK(logits);
   if (n == 0) {
     cand_[0] = {0.0f, Argmax(logits)};
-    prob_[0] = 1.0f;
+    *max_logit = 0.0f;
     return 1;
   }
   // Every filter keeps the best token, so this stays the survivors' max.
-  float max_logit = kNegInf;
-  for (int i = 0; i < n; ++i) max_logit = std::max(max_logit, cand_[i].logit);
-  if (params_.top_p < 1) n = TopP(n, max_logit);
-  if (params_.min_p > 0) n = MinP(n, max_logit);
+  *max_logit = kNegInf;
+  for (int i = 0; i < n; ++i) *max_logit = std::max(*max_logit, cand_[i].logit);
+  if (params_.top_p < 1) n = TopP(n, *max_logit);
+  if (params_.min_p > 0) n = MinP(n, *max_logit);
+  return n;
+}
+
+// The survivors in token-id order with their final probabilities in prob_[0, n).
+int Sampler::Filter(std::span<const float> logits) {
+  float max_logit = 0;
+  const int n = Survivors(logits, &max_logit);
   OrderById(n, logits);
   Finalize(n, max_logit);
   return n;
@@ -217,8 +232,7 @@ void Sampler::OrderById(int n, std::span<const float> logits) {
   }
 }
 
-// Softmax at the sampling temperature over the survivors, summed in id order
-// like DrawFrom(), so that Sample() and DrawFrom(Distribution()) agree bit for bit.
+// Softmax at the sampling temperature over the survivors, in id order.
 void Sampler::Finalize(int n, float max_logit) {
   double total = 0;
   for (int i = 0; i < n; ++i) {
@@ -228,14 +242,35 @@ void Sampler::Finalize(int n, float max_logit) {
   for (int i = 0; i < n; ++i) prob_[i] = static_cast<float>(prob_[i] / total);
 }
 
-int32_t Sampler::Sample(std::span<const float> logits) {
-  if (params_.temperature <= 0) return Argmax(logits);
-  const int n = Filter(logits);
-  return cand_[DrawIndex(std::span<const float>(prob_.data(), n), rng_.Uniform())].id;
+// argmax over the survivors of (logit - max) / temperature + Gumbel noise
+// -log(-log u), u keyed by (seed, position, token); ties to the lower id.
+int32_t Sampler::GumbelMax(int n, float max_logit, int64_t position) const {
+  int32_t best = -1;
+  double best_score = -std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) {
+    const Candidate& c = cand_[i];
+    // Written so that a +inf max gives the +inf tokens 0 and all others -inf.
+    const double scaled = c.logit == max_logit ? 0.0 : (static_cast<double>(c.logit) - max_logit) / params_.temperature;
+    const double score = scaled - std::log(-std::log(KeyedUniform(params_.seed, position, c.id)));
+    if (best < 0 || score > best_score || (score == best_score && c.id < best)) best = c.id, best_score = score;
+  }
+  return best;
 }
 
-void Sampler::Distribution(std::span<const float> logits, std::span<float> probs) {
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const TokenId> history) {
+  return SampleAt(Penalized(logits, history), static_cast<int64_t>(history.size()));
+}
+
+int32_t Sampler::SampleAt(std::span<const float> logits, int64_t position) {
+  if (params_.temperature <= 0) return Argmax(logits);
+  float max_logit = 0;
+  const int n = Survivors(logits, &max_logit);
+  return GumbelMax(n, max_logit, position);
+}
+
+void Sampler::Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs) {
   assert(probs.size() == cand_.size());
+  logits = Penalized(logits, history);
   std::fill(probs.begin(), probs.end(), 0.0f);
   if (params_.temperature <= 0) {
     probs[Argmax(logits)] = 1.0f;

@@ -1,23 +1,32 @@
-// Token sampling: greedy, top-k, top-p, min-p and temperature, with a seeded
-// RNG whose output is the same on every machine and standard library.
+// Token sampling: repetition controls, then greedy, or top-k, top-p, min-p
+// and temperature and a seeded choice that depends only on (seed, position).
 //
 // Filter order follows llama.cpp's default chain (common/sampling.cpp:
-// top_k -> typ_p -> top_p -> min_p -> temp -> dist, without typ_p):
+// penalties -> dry -> top_k -> typ_p -> top_p -> min_p -> temp -> dist,
+// without typ_p):
+//   0. repetition penalties and DRY (penalties.h), from the tokens before.
 //   1. top-k   keep the k best logits.
 //   2. top-p   keep the smallest prefix, by descending probability, whose mass
 //              is >= top_p (at least one token).
 //   3. min-p   keep tokens with p >= min_p * p_max.
-//   4. temperature, softmax over the survivors, draw.
+//   4. temperature, then the choice.
 // As in llama.cpp, top-p and min-p see the softmax of the raw logits
 // (temperature 1) over the tokens the previous filters kept; temperature only
 // reshapes the survivors. Ties are broken by lower token id everywhere.
 //
-// A draw is one Uniform() u against the cumulative distribution summed in
-// token-id order, in Sample() and DrawFrom() alike. The order does not depend
-// on how the standard library partitions or heaps, and Rng is plain integer
-// arithmetic, so a seed gives the same tokens on every machine (as long as
-// libm's exp rounds the same: a 1-ulp difference can, very rarely, move a
-// draw that falls right on a boundary).
+// The choice (Sample) is Gumbel-max: the survivor with the largest
+// logit / temperature + g, where g is Gumbel noise computed from (seed,
+// position, token id) alone. That draws from the softmax exactly, and the
+// token at a position is fixed by the logits, the seed and the position:
+// not by how many draws came before. So the speculative verifier can check
+// drafts by equality, as in greedy mode, and a seed gives the same bytes
+// with and without speculation, at any block size or thread count; a
+// drafter that picks with the same noise proposes the token the target
+// would sample whenever its distribution is close to the target's.
+//
+// Rejection sampling (speculative sampling, verifier.h) instead needs the
+// filtered distribution (Distribution) and uniform draws from a stream
+// (Uniform, DrawFrom; xoshiro256**, the same on every machine).
 //
 // Non-finite logits: NaN and -inf tokens get probability 0; if any logit is
 // +inf the mass is shared equally by the +inf tokens. If no token has a
@@ -28,20 +37,11 @@
 #include <span>
 #include <vector>
 
+#include "sampling/penalties.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
 namespace kakeya {
-
-struct SamplingParams {
-  float temperature = 0.8f;  // <= 0: greedy (Argmax), filters ignored
-  int top_k = 40;            // <= 0: off
-  float top_p = 0.95f;       // >= 1: off
-  float min_p = 0.05f;       // <= 0: off
-  uint64_t seed = 0;
-
-  // Throws kakeya::Error naming the flag (--temp, --top-k, --top-p, --min-p)
-  // for temperature < 0 or not finite, top_k < 0, top_p not in (0, 1] or
-  // min_p not in [0, 1].
-  void Validate() const;
-};
 
 // First index of the maximum; NaN never wins. 0 if every entry is NaN.
 int32_t Argmax(std::span<const float> logits);
@@ -59,20 +59,29 @@ class Rng {
   uint64_t s_[4];
 };
 
-// One sampler per sequence. Not thread-safe; holds the sequence's RNG state.
+// One sampler per sequence. Not thread-safe: it holds scratch buffers and the
+// RNG stream of rejection sampling.
 class Sampler {
  public:
   // Validates `p` (throws kakeya::Error) and allocates all buffers, once.
-  Sampler(const SamplingParams& p, int n_vocab);
+  // tokenizer: the token texts DRY's sequence breakers are found in (null:
+  // none). max_history: the longest history DRY looks at.
+  Sampler(const SamplingParams& p, int n_vocab, const Tokenizer* tokenizer = nullptr, int max_history = 4096);
 
-  // Picks a token from raw logits (n_vocab of them) without allocating.
-  // Bit-for-bit the same token as DrawFrom(Distribution(logits)) from the same
-  // RNG state. Consumes one Uniform() unless greedy (temperature <= 0).
-  int32_t Sample(std::span<const float> logits);
+  // The token at position history.size() (its index in the sequence, the
+  // prompt included) from raw logits (n_vocab), after the repetition
+  // controls for `history`: the penalized argmax when greedy, otherwise the
+  // Gumbel-max choice at that position. Consumes no RNG state; no allocation.
+  int32_t Sample(std::span<const float> logits, std::span<const TokenId> history);
 
-  // The final distribution after all filters (zeros for filtered tokens; sums
-  // to 1), written to `probs` (n_vocab). One-hot at Argmax() when greedy.
-  void Distribution(std::span<const float> logits, std::span<float> probs);
+  // The same choice at `position` without the repetition controls, for
+  // drafters, who pick by the target's noise but need not be exact.
+  int32_t SampleAt(std::span<const float> logits, int64_t position);
+
+  // The final distribution after all filters and the repetition controls
+  // for `history` (zeros for filtered tokens; sums to 1), written to `probs`
+  // (n_vocab). One-hot at the argmax when greedy.
+  void Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs);
 
   // Draws from an explicit distribution, which need not be normalized: one
   // Uniform() u, then the first token id whose cumulative mass, summed in
@@ -89,15 +98,20 @@ class Sampler {
     int32_t id;
   };
 
+  std::span<const float> Penalized(std::span<const float> logits, std::span<const TokenId> history);
+  int Survivors(std::span<const float> logits, float* max_logit);
   int Filter(std::span<const float> logits);
   int GatherTopK(std::span<const float> logits);
   int TopP(int n, float max_logit);
   int MinP(int n, float max_logit);
   void OrderById(int n, std::span<const float> logits);
   void Finalize(int n, float max_logit);
+  int32_t GumbelMax(int n, float max_logit, int64_t position) const;
 
   SamplingParams params_;
   Rng rng_;
+  RepetitionPenalties penalties_;
+  std::vector<float> penalized_;  // [n_vocab] logits after the repetition controls, when active
   std::vector<Candidate> cand_;  // [n_vocab] surviving tokens, first n used
   std::vector<float> prob_;      // [n_vocab] final probability of cand_[i]
   std::vector<double> bin_mass_;  // [kBins] top-p mass per logit bin (sampler.cc)

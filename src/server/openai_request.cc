@@ -102,6 +102,33 @@ class Fields {
 constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxStops = 16;
 
+// OpenAI's presence and frequency penalties, and llama.cpp server's
+// repeat_penalty, repeat_last_n and DRY fields (penalties.h); exact under
+// speculation like every other sampling setting.
+void ParseRepetitionControls(const Fields& f, SamplingParams& s) {
+  s.presence_penalty = static_cast<float>(f.Number("presence_penalty", -2, 2).value_or(s.presence_penalty));
+  s.frequency_penalty = static_cast<float>(f.Number("frequency_penalty", -2, 2).value_or(s.frequency_penalty));
+  if (const auto r = f.Number("repeat_penalty", 0, 10)) {
+    if (*r == 0) throw BadRequest("repeat_penalty", "repeat_penalty is 0; it must be in (0, 10] (1 = off)");
+    s.repeat_penalty = static_cast<float>(*r);
+  }
+  s.repeat_last_n = static_cast<int>(f.Integer("repeat_last_n", -1, kMaxInt).value_or(s.repeat_last_n));
+  s.dry_multiplier = static_cast<float>(f.Number("dry_multiplier", 0, 100).value_or(s.dry_multiplier));
+  s.dry_base = static_cast<float>(f.Number("dry_base", 1, 100).value_or(s.dry_base));
+  s.dry_allowed_length = static_cast<int>(f.Integer("dry_allowed_length", 1, kMaxInt).value_or(s.dry_allowed_length));
+  s.dry_penalty_last_n = static_cast<int>(f.Integer("dry_penalty_last_n", -1, kMaxInt).value_or(s.dry_penalty_last_n));
+  if (const json* breakers = f.Find("dry_sequence_breakers")) {
+    if (!breakers->is_array()) throw f.WrongType("dry_sequence_breakers", "an array of strings", *breakers);
+    s.dry_sequence_breakers.clear();
+    for (const json& b : *breakers) {
+      if (!b.is_string() || b.get<std::string>().empty()) {
+        throw BadRequest("dry_sequence_breakers", "dry_sequence_breakers must hold non-empty strings, not " + Describe(b));
+      }
+      s.dry_sequence_breakers.push_back(b.get<std::string>());
+    }
+  }
+}
+
 // Parameters kakeya does not implement: refused when set to anything but
 // their neutral value, rather than silently ignored.
 void RefuseUnsupported(const Fields& f) {
@@ -112,9 +139,6 @@ void RefuseUnsupported(const Fields& f) {
   if (const auto b = f.Integer("best_of", 1, kMaxInt); b && *b != 1) refuse("best_of", "> 1");
   if (f.Boolean("echo").value_or(false)) refuse("echo", "= true");
   if (!f.String("suffix").value_or("").empty()) refuse("suffix", "(fill in the middle)");
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (f.Number(penalty, -2, 2).value_or(0) != 0) refuse(penalty, "other than 0");
-  }
   if (const json* bias = f.Find("logit_bias")) {
     if (!bias->is_object()) throw f.WrongType("logit_bias", "an object", *bias);
     if (!bias->empty()) refuse("logit_bias", "(non-empty)");
@@ -291,6 +315,7 @@ CompletionRequest ParseCompletionRequest(std::string_view body, Endpoint endpoin
   } else {
     r.sampling.seed = std::random_device{}();
   }
+  ParseRepetitionControls(f, r.sampling);
   r.stop = ParseStop(f);
 
   r.stream = f.Boolean("stream").value_or(false);

@@ -204,7 +204,7 @@ int AssistantDrafter::Draft(const DraftRequest& request, std::span<TokenId> out)
   for (int i = 0; i < n; ++i) {
     float* logits = logits_.get() + size_t(i) * n_vocab_;
     DraftOne(token, pos0, logits);
-    token = out[i] = Argmax({logits, size_t(n_vocab_)});
+    token = out[i] = request.Pick({logits, size_t(n_vocab_)}, i);
   }
   return n;
 }

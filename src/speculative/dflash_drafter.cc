@@ -263,7 +263,7 @@ int DFlashDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   const TokenId id_last = request.history.back();
   if (id_last < 0 || id_last >= target_.hparams().n_vocab) return 0;
   RunBlock(id_last, pos0, n);
-  for (int i = 0; i < n; ++i) out[i] = Argmax(logits(i));
+  for (int i = 0; i < n; ++i) out[i] = request.Pick(logits(i), i);
   return n;
 }
 

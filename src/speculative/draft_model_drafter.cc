@@ -134,7 +134,7 @@ int DraftModelDrafter::Draft(const DraftRequest& request, std::span<TokenId> out
   for (int i = 0; i < max; ++i) {
     const std::span<float> probs =
         sampled ? request.probs.subspan(size_t(i) * n_vocab_, n_vocab_) : std::span<float>();
-    if (!Pick(probs, &out[i])) return i;
+    if (!Pick(request, i, probs, &out[i])) return i;
     if (i + 1 < max) {
       ctx_->Forward(out.subspan(i, 1), /*all_logits=*/false);
       pending_[n_pending_++] = out[i];
@@ -163,13 +163,13 @@ void DraftModelDrafter::CatchUp(std::span<const TokenId> history, int end) {
   }
 }
 
-bool DraftModelDrafter::Pick(std::span<float> probs, TokenId* token) {
+bool DraftModelDrafter::Pick(const DraftRequest& request, int i, std::span<float> probs, TokenId* token) {
   const std::span<const float> logits = ctx_->logits(0);
   if (options_.p_min > 0 && TopProbability(logits) < options_.p_min) return false;
   if (probs.empty()) {
-    *token = Argmax(logits);
+    *token = request.Pick(logits, i);
   } else {
-    sampler_->Distribution(logits, probs);
+    sampler_->Distribution(logits, {}, probs);
     *token = sampler_->DrawFrom(probs);
   }
   return true;

@@ -37,10 +37,12 @@ struct DraftModelOptions {
   int max_block = 16;    // most tokens one Draft() proposes
   int n_threads = 2;
   ThreadPool* shared_pool = nullptr;  // run on the target's pool (recommended) instead of n_threads of its own
-  // The target's sampling parameters. temperature > 0: sampled mode, drafting
-  // from the same filtered distribution the target samples (its own RNG stream,
-  // derived from the seed, so that draft draws and the verifier's are
-  // independent). temperature <= 0: greedy drafting.
+  // The target's sampling parameters. temperature > 0: the drafter can draw
+  // from the same filtered distribution the target samples and hand its
+  // distributions over, for rejection sampling (its own RNG stream, derived
+  // from the seed, so that draft draws and the verifier's are independent).
+  // Otherwise, and under match verification, it picks through
+  // DraftRequest::Pick: the target's noise, or the argmax.
   SamplingParams sampling{.temperature = 0.0f};
   // Stop drafting once the draft model's top probability (softmax of its raw
   // logits) falls below p_min (llama.cpp --draft-p-min); 0: off.
@@ -75,9 +77,9 @@ class DraftModelDrafter final : public Drafter {
   // Feeds history[n_committed, end) in chunks of max_batch and commits it;
   // the last chunk's last row gets logits.
   void CatchUp(std::span<const TokenId> history, int end);
-  // Picks a proposal from the current logits (drawing from them into `probs`
-  // when not empty, else greedily); false when p_min stops the block.
-  bool Pick(std::span<float> probs, TokenId* token);
+  // Picks proposal i from the current logits (drawing from them into `probs`
+  // when not empty, else through request.Pick); false when p_min stops the block.
+  bool Pick(const DraftRequest& request, int i, std::span<float> probs, TokenId* token);
 
   std::unique_ptr<Model> owned_;  // set when the drafter loaded the model itself
   const Model& draft_;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
@@ -29,6 +30,17 @@ struct DraftRequest {
   // from which it drew tokens[i]. Empty when verification is greedy, and for
   // deterministic drafters (whose q is one-hot at the proposed token).
   std::span<float> probs;
+  // How the target picks tokens (its filters and seed): drafters that have
+  // logits pick proposal i with sampler->SampleAt(logits, history.size() + i),
+  // the target's noise at that position, so that when their distribution is
+  // close to the target's they propose the token the target will sample
+  // (the argmax when greedy). Null: pick the argmax.
+  Sampler* sampler = nullptr;
+
+  // Proposal i's token from the drafter's logits for it (n_vocab of the target).
+  TokenId Pick(std::span<const float> logits, int i) const {
+    return sampler != nullptr ? sampler->SampleAt(logits, static_cast<int64_t>(history.size()) + i) : Argmax(logits);
+  }
 };
 
 class Drafter {

@@ -113,12 +113,12 @@ int MtpDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   if (n < 1 || ctx_->n_committed() != pos0 || h_end() != pos0) return 0;
 
   Decode(h_row(pos0 - 1), &request.history[pos0], 1);  // (h_{pos0-1}, id_last) at pos0
-  out[0] = Argmax(ctx_->logits(0));
+  out[0] = request.Pick(ctx_->logits(0), 0);
   // Then each draft with the h' of the row that proposed it, as pending rows.
   for (int k = 1; k < n; ++k) {
     NormedOutput(chained_h_.get());
     Decode(chained_h_.get(), &out[k - 1], 1);
-    out[k] = Argmax(ctx_->logits(0));
+    out[k] = request.Pick(ctx_->logits(0), k);
   }
   ctx_->Trim(n - 1);  // the first row stays: CatchUp() commits it as pos0's
   tokens_.insert(tokens_.end(), out.begin(), out.begin() + n);  // the accepted ones are caught up in Observe

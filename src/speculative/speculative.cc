@@ -52,6 +52,20 @@ DrafterStats& StatsOf(std::vector<DrafterStats>& slots, int& used, const std::st
   return slots[used++];
 }
 
+// The per-draft acceptance a for which a step of m drafts, each kept with
+// probability a while the previous ones were, commits `tau` tokens on
+// average: 1 + a + ... + a^m = tau (bisection; the sum grows with a).
+double SyntheticRate(double tau, int m) {
+  double lo = 0, hi = 1;
+  for (int i = 0; i < 60; ++i) {
+    const double a = 0.5 * (lo + hi);
+    double sum = 0, term = 1;
+    for (int k = 0; k <= m; ++k, term *= a) sum += term;
+    (sum < tau ? lo : hi) = a;
+  }
+  return 0.5 * (lo + hi);
+}
+
 }  // namespace
 
 // The cost line. Before any timing: a prior line at kPriorRowCost of a
@@ -99,6 +113,13 @@ SpeculativeDecoder::SpeculativeDecoder(Context& target, Drafter* drafter, const 
   }
   policies_.reserve(kDrafterStatsSlots);
   block_.resize(max_block_);
+  if (spec.synthetic_accept != 0) {
+    if (spec.block < 2 || !(spec.synthetic_accept > 1 && spec.synthetic_accept <= spec.block)) {
+      Fail("synthetic acceptance ", spec.synthetic_accept, " needs a fixed block of at least 2 and a mean in (1, block ",
+           spec.block, "]");
+    }
+    synthetic_rate_ = SyntheticRate(spec.synthetic_accept, spec.block - 1);
+  }
 }
 
 SpeculativeDecoder::~SpeculativeDecoder() = default;
@@ -114,17 +135,17 @@ void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOp
   options_ = options;
   on_token_ = std::move(on_token);
   const int n_vocab = target_.model().hparams().n_vocab;
-  greedy_ = options.sampling.temperature <= 0;
-  draft_has_probs_ = !greedy_ && drafter_ != nullptr && drafter_->samples();
+  rejection_ = options.sampling.temperature > 0 && spec_.verify == SampledVerify::kRejection;
+  draft_has_probs_ = rejection_ && drafter_ != nullptr && drafter_->samples();
 
   // Everything the steps touch is allocated here, once per request.
-  sampler_ = std::make_unique<Sampler>(options.sampling, n_vocab);
+  sampler_ = std::make_unique<Sampler>(options.sampling, n_vocab, &target_.model().tokenizer(), n_ctx);
   policies_.clear();
   history_.assign(prompt.begin(), prompt.end());
   history_.reserve(prompt.size() + options.n_predict + max_block_);
   draft_probs_.assign(draft_has_probs_ ? size_t(max_block_ - 1) * n_vocab : 0, 0.0f);
-  p_.assign(greedy_ ? 0 : n_vocab, 0.0f);
-  residual_.assign(greedy_ ? 0 : n_vocab, 0.0f);
+  p_.assign(rejection_ ? n_vocab : 0, 0.0f);
+  residual_.assign(rejection_ ? n_vocab : 0, 0.0f);
   stats_ = SpecStats{};
   stats_.method = drafter_ != nullptr ? drafter_->name() : "none";
   stats_.block = spec_.block;
@@ -137,6 +158,7 @@ void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOp
     d.accepted_by_pos.assign(max_block_ - 1, 0);
   }
   n_drafters_seen_ = 0;
+  if (synthetic_rate_ > 0) synthetic_rng_ = std::make_unique<Rng>(spec_.synthetic_seed);
   result_ = GenerateResult{};
   result_.prompt_tokens = history_;
   result_.tokens.reserve(options.n_predict);
@@ -252,7 +274,8 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   if (want > 0) {
     const int n_vocab = target_.model().hparams().n_vocab;
     const DraftRequest request{history_, want,
-                               std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0)};
+                               std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0),
+                               sampler_.get()};
     drafted_ = std::clamp(drafter_->Draft(request, std::span<TokenId>(block_).subspan(1, want)), 0, want);
   }
   draft_ms_ = MsBetween(t0, Clock::now());
@@ -278,7 +301,7 @@ void SpeculativeDecoder::Apply(double forward_ms) {
     if (!prefilling()) {
       // The prompt's last row gives the first token, the first bonus.
       decode_start_ = Clock::now();
-      if (options_.n_predict <= 0 || !Emit(sampler_->Sample(target_.logits(0)), target_.logits(0))) Stop();
+      if (options_.n_predict <= 0 || !Emit(sampler_->Sample(target_.logits(0), history_), target_.logits(0))) Stop();
     }
     return;
   }
@@ -288,7 +311,18 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   const BlockLogits rows{std::span<const float>(target_.logits(0).data(), size_t(m + 1) * n_vocab), n_vocab};
   const std::span<const TokenId> drafts = std::span<const TokenId>(block_).subspan(1, m);
   const std::span<const float> q = std::span<const float>(draft_probs_).first(draft_has_probs_ ? size_t(m) * n_vocab : 0);
-  const Verdict v = greedy_ ? VerifyGreedy(rows, drafts) : VerifySampled(rows, drafts, q, *sampler_, p_, residual_);
+  // Each row is judged with its own history: the committed tokens and the
+  // drafts before it (reserved room: no allocation).
+  const size_t committed = history_.size();
+  history_.insert(history_.end(), drafts.begin(), drafts.end());
+  Verdict v = rejection_ ? VerifyRejection(rows, drafts, q, *sampler_, history_, p_, residual_)
+                         : VerifyMatch(rows, drafts, *sampler_, history_);
+  if (synthetic_rate_ > 0) {
+    v.accepted = 0;
+    while (v.accepted < m && synthetic_rng_->Uniform() < synthetic_rate_) ++v.accepted;
+    v.next = sampler_->Sample(rows.row(v.accepted), std::span<const TokenId>(history_).first(committed + v.accepted));
+  }
+  history_.resize(committed);
   const auto t2 = Clock::now();
   const double verify_ms = forward_ms + MsBetween(t1, t2);
 

@@ -21,6 +21,14 @@ struct SpecOptions {
   int block = 0;        // rows per verify step (1 + drafts); 0 = adaptive
   int max_block = 16;   // upper bound for the adaptive size; rows the target context must allow
   bool trace = false;   // record every step in SpecStats::trace (allocates per step)
+  SampledVerify verify = SampledVerify::kMatch;  // how drafts are checked when sampling
+  // Benchmarking only, never lossless: accept drafts at random so that a
+  // step commits synthetic_accept tokens on average (bonus included; in
+  // (1, block], needs a fixed block), whatever the target says. Measures the
+  // machinery apart from the drafter's quality, as llama.cpp's
+  // --spec-synth-len does. 0 = off.
+  double synthetic_accept = 0;
+  uint64_t synthetic_seed = 0;
 };
 
 // One verify step, for comparing proposals with another engine's.
@@ -154,7 +162,9 @@ class SpeculativeDecoder {
   GenerateOptions options_;
   TokenSink on_token_;
   std::unique_ptr<Sampler> sampler_;
-  bool greedy_ = true;
+  double synthetic_rate_ = 0;  // per-draft acceptance that gives SpecOptions::synthetic_accept
+  std::unique_ptr<Rng> synthetic_rng_;
+  bool rejection_ = false;  // sampling, verified by VerifyRejection
   bool draft_has_probs_ = false;
   std::vector<std::pair<const Drafter*, Policy>> policies_;  // reserved
   std::vector<TokenId> history_;

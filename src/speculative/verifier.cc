@@ -3,23 +3,33 @@
 #include <algorithm>
 
 namespace kakeya {
+namespace {
 
-Verdict VerifyGreedy(const BlockLogits& logits, std::span<const TokenId> drafts) {
-  Verdict v;
-  const int m = static_cast<int>(drafts.size());
-  while (v.accepted < m && Argmax(logits.row(v.accepted)) == drafts[v.accepted]) ++v.accepted;
-  v.next = Argmax(logits.row(v.accepted));
-  return v;
+// The history row i of the block sees: the committed tokens and drafts 0 .. i-1.
+std::span<const TokenId> RowHistory(std::span<const TokenId> history, int m, int i) {
+  return history.first(history.size() - m + i);
 }
 
-Verdict VerifySampled(const BlockLogits& logits, std::span<const TokenId> drafts,
-                      std::span<const float> draft_probs, Sampler& sampler, std::span<float> p,
-                      std::span<float> residual) {
+}  // namespace
+
+Verdict VerifyMatch(const BlockLogits& logits, std::span<const TokenId> drafts, Sampler& sampler,
+                    std::span<const TokenId> history) {
+  const int m = static_cast<int>(drafts.size());
+  Verdict v;
+  for (;; ++v.accepted) {
+    v.next = sampler.Sample(logits.row(v.accepted), RowHistory(history, m, v.accepted));
+    if (v.accepted == m || v.next != drafts[v.accepted]) return v;
+  }
+}
+
+Verdict VerifyRejection(const BlockLogits& logits, std::span<const TokenId> drafts,
+                        std::span<const float> draft_probs, Sampler& sampler, std::span<const TokenId> history,
+                        std::span<float> p, std::span<float> residual) {
   const int m = static_cast<int>(drafts.size());
   const size_t n_vocab = logits.n_vocab;
   Verdict v;
   for (int i = 0; i < m; ++i) {
-    sampler.Distribution(logits.row(i), p);
+    sampler.Distribution(logits.row(i), RowHistory(history, m, i), p);
     const TokenId d = drafts[i];
     const std::span<const float> q =
         draft_probs.empty() ? std::span<const float>() : draft_probs.subspan(i * n_vocab, n_vocab);
@@ -37,7 +47,7 @@ Verdict VerifySampled(const BlockLogits& logits, std::span<const TokenId> drafts
     v.resampled = true;
     return v;
   }
-  sampler.Distribution(logits.row(m), p);
+  sampler.Distribution(logits.row(m), history, p);
   v.next = sampler.DrawFrom(p);
   return v;
 }

@@ -1,4 +1,4 @@
-// The one verifier of the speculative loop: given the target's logits for the
+// The verifiers of the speculative loop: given the target's logits for the
 // block [bonus, d0, ..., d(m-1)] (m + 1 rows), decide how many drafts are
 // accepted and which token the target contributes after them (DESIGN.md
 // invariant 2: that token is always committed, so every step gains >= 1).
@@ -10,6 +10,12 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
+
+// How drafts are checked when sampling (greedy decoding always matches).
+enum class SampledVerify {
+  kMatch,      // VerifyMatch: output identical to plain decoding with the same seed
+  kRejection,  // VerifyRejection: the same distribution, other bytes
+};
 
 struct Verdict {
   int accepted = 0;  // leading drafts kept
@@ -25,21 +31,29 @@ struct BlockLogits {
   std::span<const float> row(int i) const { return rows.subspan(size_t(i) * n_vocab, n_vocab); }
 };
 
-// Greedy: accept while the target's argmax equals the draft; the next token is
-// the argmax after the last accepted one. Byte-identical to plain greedy
-// decoding because each row's logits are batch-invariant.
-Verdict VerifyGreedy(const BlockLogits& logits, std::span<const TokenId> drafts);
+// Accepts drafts while each equals the token the target itself picks at its
+// row: Sampler::Sample with the row's own history (the committed tokens and
+// the drafts before it), so the argmax when greedy and the seeded Gumbel-max
+// choice at that position when sampling, after the repetition controls. The
+// next token is the target's pick after the last accepted draft. Rows are
+// batch-invariant, so this is byte-identical to plain decoding with the same
+// settings. history: the committed tokens (ending with the bonus), then the
+// drafts.
+Verdict VerifyMatch(const BlockLogits& logits, std::span<const TokenId> drafts, Sampler& sampler,
+                    std::span<const TokenId> history);
 
 // Speculative sampling (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023):
 // draft i is accepted with probability min(1, p(d_i) / q(d_i)), where p is the
-// target's filtered distribution (the sampler's Distribution) and q the
-// drafter's; on the first rejection the next token is drawn from the
-// normalised residual max(0, p - q); if all are accepted it is drawn from p of
-// the last row. The output distribution is exactly the target's.
-// draft_probs: q rows [drafts.size(), n_vocab], or empty for a deterministic
-// drafter (q one-hot at the draft). p and residual: scratch of n_vocab floats.
-Verdict VerifySampled(const BlockLogits& logits, std::span<const TokenId> drafts,
-                      std::span<const float> draft_probs, Sampler& sampler, std::span<float> p,
-                      std::span<float> residual);
+// target's filtered distribution (Sampler::Distribution with the row's
+// history) and q the drafter's; on the first rejection the next token is
+// drawn from the normalised residual max(0, p - q); if all are accepted it is
+// drawn from p of the last row. The output distribution is exactly the
+// target's, but the draws come from the sampler's stream, so the bytes
+// depend on the drafts. draft_probs: q rows [drafts.size(), n_vocab], or
+// empty for a deterministic drafter (q one-hot at the draft). history as
+// for VerifyMatch. p and residual: scratch of n_vocab floats.
+Verdict VerifyRejection(const BlockLogits& logits, std::span<const TokenId> drafts,
+                        std::span<const float> draft_probs, Sampler& sampler, std::span<const TokenId> history,
+                        std::span<float> p, std::span<float> residual);
 
 }  // namespace kakeya
