@@ -252,6 +252,29 @@ TEST(Speculative, ParksADrafterWhoseUpkeepDoesNotPay) {
   EXPECT_EQ(keeps.result().tokens, plain);
 }
 
+// Synthetic acceptance (benchmarking only): whatever the drafter proposes,
+// steps commit the requested mean number of tokens, within 10%.
+TEST(Speculative, SyntheticAcceptanceHitsTheRequestedMean) {
+  const std::unique_ptr<Model> model = Model::Load(ModelPath("tiny-llama-f32"));
+  const std::vector<TokenId> prompt = {1, 450, 4996, 1735};
+  Context ctx(*model, ContextOptions{.n_ctx = 640, .max_batch = 16, .n_threads = 1});
+  GenerateOptions o;
+  o.n_predict = 500;
+  o.ignore_eos = true;
+  for (const auto& [block, tau] : std::vector<std::pair<int, double>>{{4, 3.0}, {8, 5.0}, {8, 1.5}}) {
+    RandomDrafter random(model->hparams().n_vocab, 3);
+    SpecStats stats;
+    GenerateSpeculative(ctx, random, prompt, o, SpecOptions{.block = block, .synthetic_accept = tau, .synthetic_seed = 9},
+                        nullptr, &stats);
+    EXPECT_NEAR(stats.mean_accept_len(), tau, 0.1 * tau) << "block " << block;
+  }
+  RandomDrafter random(model->hparams().n_vocab, 3);
+  for (const SpecOptions& bad : {SpecOptions{.block = 4, .synthetic_accept = 4.5}, SpecOptions{.block = 0, .synthetic_accept = 2},
+                                 SpecOptions{.block = 4, .synthetic_accept = 0.5}}) {
+    EXPECT_THROW(GenerateSpeculative(ctx, random, prompt, o, bad, nullptr, nullptr), Error);
+  }
+}
+
 // --- Sampling: the speculative loop's tokens follow the target's distribution --
 
 int g_top_k = 4;  // the filter of the test at hand: small, so paths can be enumerated

@@ -42,27 +42,26 @@ uint64_t FoldRange(const uint64_t* p, size_t n) {
 
 }  // namespace
 
-double MeasureReadBandwidthGBps(ThreadPool& pool) {
-  constexpr size_t kBytes = size_t{1} << 30;  // 1 GiB: far beyond any cache
-  constexpr size_t kWords = kBytes / sizeof(uint64_t);
+double MeasureReadBandwidthGBps(ThreadPool& pool, size_t n_bytes) {
+  const size_t n_words = n_bytes / sizeof(uint64_t);
   // 2 MiB pages, as the model's weight buffer has: read through 4 KiB pages
   // the fold paid a TLB miss per page and measured below what the engines
   // stream. Zen 4, 2 threads, alternating, memory in its slow phase:
   // 33.4-35.1 GB/s with 4 KiB pages, 36.7-37.2 with 2 MiB ones, while
   // llama.cpp's F16 decode implied 37 GB/s and ours 34.7.
-  const HugePageBuffer bytes = AllocateHugePages(kBytes);
+  const HugePageBuffer bytes = AllocateHugePages(n_bytes);
   if (!bytes) return 0.0;
   auto* buf = reinterpret_cast<uint64_t*>(bytes.get());
-  std::memset(buf, 1, kBytes);  // touch every page before timing
+  std::memset(buf, 1, n_bytes);  // touch every page before timing
   const int64_t n_chunks = 256;
-  const size_t chunk = kWords / n_chunks;
+  const size_t chunk = n_words / n_chunks;
   std::vector<uint64_t> sink(pool.size());
   double best = 0.0;
   for (int pass = 0; pass < 5; ++pass) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.Run(n_chunks, [&](int64_t c, int thread) { sink[thread] ^= FoldRange(buf + c * chunk, chunk); });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, kBytes / s / 1e9);
+    best = std::max(best, n_bytes / s / 1e9);
   }
   volatile uint64_t keep = 0;
   for (uint64_t v : sink) keep = keep ^ v;

@@ -14,6 +14,7 @@
 #include "sampling_flags.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
+#include "roofline.h"
 #include "speculative/speculative.h"
 
 namespace kakeya::cli {
@@ -137,6 +138,15 @@ int Run(const RunFlags& f) {
   // The first generated token comes from the prefill's logits; decode steps
   // are the forwards after it.
   const double decode_tok_s = r.decode_ms > 0 ? n_decoded * 1000.0 / r.decode_ms : 0;
+  // Weights read per second of decoding (each forward reads them once, a
+  // verify step as a plain one), against what the memory can stream: how
+  // close decoding runs to its bound. Measured after the generation, and
+  // after the peak RSS is taken, on a small buffer to keep this quick.
+  const size_t peak_rss = PeakRssBytes();
+  const int forwards = drafter ? stats.steps : n_decoded;
+  const double weights_gbps = r.decode_ms > 0 ? forwards * (ctx.weight_bytes_read() / 1e9) / (r.decode_ms / 1000.0) : 0;
+  const double roofline_gbps = MeasureReadBandwidthGBps(ctx.pool(), size_t{256} << 20);
+  const double roofline_share = roofline_gbps > 0 ? weights_gbps / roofline_gbps : 0;
 
   if (f.json) {
     std::string text;
@@ -162,12 +172,14 @@ int Run(const RunFlags& f) {
     out["memory"] = {{"kv_bytes", kv.bytes()},
                      {"kv_full_bytes_per_token", kv.full_bytes_per_token()},
                      {"kv_ring_bytes", kv.ring_bytes()},
-                     {"peak_rss_bytes", PeakRssBytes()}};
+                     {"peak_rss_bytes", peak_rss}};
     out["timings"] = {{"load_ms", load_ms},
                       {"prefill_ms", r.prefill_ms},
                       {"decode_ms", r.decode_ms},
                       {"prefill_tok_s", prefill_tok_s},
                       {"decode_tok_s", decode_tok_s},
+                      {"weights_gbps", weights_gbps},
+                      {"roofline_gbps", roofline_gbps},
                       // Generated tokens over prefill + decode time: what a user waits for.
                       {"e2e_tok_s", r.tokens.size() * 1000.0 / std::max(1e-9, r.prefill_ms + r.decode_ms)}};
     // Byte tokens may not be valid UTF-8 on their own: replace, don't throw.
@@ -180,6 +192,8 @@ int Run(const RunFlags& f) {
                  "%.1f ms (%.1f tok/s) | stop: %s | %d threads, %s\n",
                  load_ms, prompt.size(), r.prefill_ms, prefill_tok_s, r.tokens.size(), r.decode_ms,
                  decode_tok_s, StopReasonName(r.stop), copts.n_threads, ActiveCpuTarget());
+    std::fprintf(stderr, "kakeya: decode read weights at %.1f GB/s, %.0f%% of the %.1f GB/s memory roofline\n",
+                 weights_gbps, 100 * roofline_share, roofline_gbps);
     if (drafter) {
       std::fprintf(stderr, "kakeya: spec %s | %d steps, %.2f tokens/step | %d of %d drafts accepted | draft %.1f ms, verify %.1f ms\n",
                    stats.method.c_str(), stats.steps, stats.mean_accept_len(), stats.accepted, stats.drafted,
