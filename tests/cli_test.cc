@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -313,6 +314,55 @@ TEST(Cli, TokenizeJsonMatchesTheReferenceIds) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"tokens\":[1,450,4996,3347,113,1701,123]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("\"pieces\""), std::string::npos) << r.output;
+}
+
+
+// `bench spec` on the shipped model: greedy `def parse_args(` loops, so the
+// degeneration gate fails the run (exit 1, naming the run) unless
+// --allow-degenerate; then the JSON has the documented fields, speculation
+// is identical to plain decoding, and --csv and --plot write their files.
+TEST(Cli, BenchSpecGatesALoopingOutputAndReportsEveryConfiguration) {
+  TempDir dir("cli_test");
+  {
+    std::ofstream(dir.File("loop.txt")) << "def parse_args(\n";
+  }
+  const std::string common = "bench spec --workload file:" + dir.File("loop.txt") +
+                             " --spec ngram,draft --blocks 0,4 -n 96 --reps 1 --temp 0 -t 1";
+  CommandResult r = RunKakeya(common);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("kakeya: bench failed: plain decoding, prompt loop.txt: output degenerates"),
+            std::string::npos)
+      << r.output;
+  r = RunKakeya(common + " --allow-degenerate --json --csv " + dir.File("b.csv") + " --plot " + dir.File("b.svg"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  for (const char* field : {"machine", "cpu_target", "model", "dtype", "threads", "sampling", "results"}) {
+    EXPECT_TRUE(j.contains(field)) << field << " missing in " << r.output;
+  }
+  ASSERT_EQ(j["results"].size(), 5u);  // plain, then 2 methods x 2 blocks
+  EXPECT_EQ(j["results"][0]["method"], "none");
+  for (const auto& row : j["results"]) {
+    for (const char* field : {"workload", "method", "block", "prompts", "tokens", "prefill_tok_s", "decode_tok_s",
+                              "speedup", "mean_accept_len", "draft_share", "verify_share", "peak_rss_bytes",
+                              "kv_bytes", "identical", "degenerate"}) {
+      EXPECT_TRUE(row.contains(field)) << field << " missing in " << row.dump();
+    }
+    EXPECT_EQ(row["tokens"], 96);
+    EXPECT_EQ(row["degenerate"], 1);
+    EXPECT_EQ(row["identical"], row["method"] == "none" ? "-" : "yes");
+    EXPECT_GT(row["decode_tok_s"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(j["failures"].size(), 0u);
+  std::ifstream csv(dir.File("b.csv"));
+  std::string header, line;
+  std::getline(csv, header);
+  EXPECT_EQ(header.rfind("machine,cpu_target,model,dtype,threads,", 0), 0u) << header;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 5);
+  std::stringstream svg;
+  svg << std::ifstream(dir.File("b.svg")).rdbuf();
+  EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
 }
 
 }  // namespace

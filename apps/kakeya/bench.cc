@@ -1,11 +1,9 @@
-// `kakeya bench verify` (and `bench spec`, bench_spec.cc): the cost of one forward over N rows (a speculative
-// verify step of N-1 drafted tokens, or a prefill chunk of N), against one row
+// `kakeya bench verify`: the cost of one forward over N rows (a
+// speculative verify step of N-1 drafted tokens, or a prefill chunk of N), against one row
 // and against the machine's memory roofline (DESIGN.md "Performance model").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +13,8 @@
 #include "kernels/cpu/matmul.h"
 #include "engine/generate.h"
 #include "model/context.h"
+#include "machine.h"
+#include "median.h"
 #include "roofline.h"
 
 namespace kakeya::cli {
@@ -29,35 +29,6 @@ struct BenchFlags {
   bool prefill = false;  // logits for the last row only
   bool json = false;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
-
-// The SIMD-related CPU flags (avx2, fma, f16c, avx512*, ...).
-std::vector<std::string> CpuFeatures() {
-  std::ifstream in("/proc/cpuinfo");
-  std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;) {
-      if (w.rfind("avx", 0) == 0 || w == "fma" || w == "f16c" || w.rfind("amx", 0) == 0) out.push_back(w);
-    }
-    break;
-  }
-  return out;
-}
 
 int BenchVerify(const BenchFlags& f) {
   if (f.rows.empty()) Fail("--rows is empty");
