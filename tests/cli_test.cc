@@ -365,5 +365,29 @@ TEST(Cli, BenchSpecGatesALoopingOutputAndReportsEveryConfiguration) {
   EXPECT_NE(svg.str().find("</svg>"), std::string::npos);
 }
 
+
+// --synthetic-accept: drafts accepted at random to a mean length, never
+// lossless, so the identity gate is skipped and the JSON says what was
+// measured against the target mean.
+TEST(Cli, BenchSpecSyntheticAcceptanceSkipsTheIdentityGate) {
+  TempDir dir("cli_test");
+  {
+    std::ofstream(dir.File("p.txt")) << "def parse_args(\n";
+  }
+  const CommandResult r = RunKakeya("bench spec --workload file:" + dir.File("p.txt") +
+                                    " --spec draft --blocks 4 -n 48 --reps 1 -t 1 --synthetic-accept 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["results"].size(), 2u);
+  EXPECT_EQ(j["results"][1]["identical"], "skipped");
+  ASSERT_EQ(j["synthetic"].size(), 1u);
+  EXPECT_EQ(j["synthetic"][0]["block"], 4);
+  EXPECT_EQ(j["synthetic"][0]["tau"], 3.0);
+  EXPECT_GT(j["synthetic"][0]["mean_accept_len"].get<double>(), 1.0);
+  EXPECT_LE(j["synthetic"][0]["mean_accept_len"].get<double>(), 4.0);
+  // Adaptive blocks cannot hold a target mean.
+  EXPECT_EQ(RunKakeya("bench spec --workload file:" + dir.File("p.txt") + " --blocks 0 --synthetic-accept 3").exit_code, 2);
+}
+
 }  // namespace
 }  // namespace kakeya

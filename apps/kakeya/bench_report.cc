@@ -87,6 +87,7 @@ nlohmann::json ReportJson(const BenchSetup& s, const std::vector<BenchRow>& rows
       out["synthetic"].push_back({{"workload", r.workload},
                                   {"method", r.method},
                                   {"block", r.block},
+                                  {"tau", s.synthetic_accept},
                                   {"mean_accept_len", r.mean_accept_len},
                                   {"tok_s", r.decode_tok_s},
                                   {"speedup", r.speedup}});

@@ -195,7 +195,7 @@ int BenchSpec(SpecBenchFlags f) {
         const std::vector<TokenId>& prompt = prompts[w][k];
         for (size_t c = 0; c < configs.size(); ++c) {
           const Config& cfg = configs[c];
-          progress.Step(wl.name + " " + cfg.method + " " + BlockName(cfg.block));
+          progress.Start(wl.name + ": " + (cfg.method == "none" ? "plain" : cfg.method + " block " + BlockName(cfg.block)));
           ResetPeakRss();
           SpecStats stats;
           GenerateResult r;

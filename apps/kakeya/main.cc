@@ -21,7 +21,10 @@ int main(int argc, char** argv) {
   add("serve", "Serve the model over an OpenAI-compatible HTTP API", kakeya::cli::AddServeCommand);
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
   add("perplexity", "Held-out cross-entropy of a model on text files", kakeya::cli::AddPerplexityCommand);
-  add("bench", "Measure speed: `kakeya bench verify|spec -m MODEL`", kakeya::cli::AddBenchCommand);
+  add("bench",
+      "Measure speed: `kakeya bench verify` (one forward over N rows against the memory roofline) or "
+      "`kakeya bench spec` (speculation against plain decoding on a workload, with identity and degeneration gates)",
+      kakeya::cli::AddBenchCommand);
 
   try {
     app.parse(argc, argv);

@@ -10,13 +10,14 @@ class ProgressBar {
  public:
   explicit ProgressBar(int total);
   ~ProgressBar();  // erases the line
-  // One more unit done; `label` says what runs next.
-  void Step(const std::string& label);
+  // The next unit starts; `label` says what it is. The bar counts the
+  // units finished before it.
+  void Start(const std::string& label);
 
  private:
   void Draw(const std::string& label) const;
   int total_;
-  int done_ = 0;
+  int started_ = 0;
   bool enabled_;
 };
 
