@@ -28,8 +28,9 @@ std::vector<BenchPrompt> ReadJsonl(const std::string& path) {
     if (!j.is_object() || !j.contains("prompt") || !j["prompt"].is_string()) {
       Fail(path, " line ", line_no, ": expected a JSON object with a \"prompt\" string");
     }
+    // "ast.py (code.jsonl:1)": the source when the line names one, and always where the prompt is.
     std::string name = std::filesystem::path(path).filename().string() + ":" + std::to_string(line_no);
-    if (j.contains("source") && j["source"].is_string()) name = j["source"].get<std::string>();
+    if (j.contains("source") && j["source"].is_string()) name = j["source"].get<std::string>() + " (" + name + ")";
     out.push_back({name, j["prompt"].get<std::string>()});
   }
   return out;

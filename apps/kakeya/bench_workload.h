@@ -15,7 +15,7 @@
 namespace kakeya::cli {
 
 struct BenchPrompt {
-  std::string name;  // where it comes from (file name, source file, line)
+  std::string name;  // where it comes from: "loop.txt", "prompts.jsonl:3", "ast.py (code.jsonl:1)"
   std::string text;
 };
 
