@@ -65,7 +65,9 @@ nlohmann::json ReportJson(const BenchSetup& s, const std::vector<BenchRow>& rows
   for (const BenchRow& r : rows) {
     out["results"].push_back({{"workload", r.workload},
                               {"method", r.method},
-                              {"block", r.block > 0 ? nlohmann::json(r.block) : nlohmann::json("adaptive")},
+                              {"block", r.method == "none" ? nlohmann::json(nullptr)
+                                        : r.block > 0    ? nlohmann::json(r.block)
+                                                         : nlohmann::json("adaptive")},
                               {"prompts", r.prompts},
                               {"tokens", r.tokens},
                               {"prefill_tok_s", r.prefill_tok_s},
@@ -109,8 +111,8 @@ void AppendCsv(const std::string& path, const BenchSetup& s, const std::vector<B
   for (const BenchRow& r : rows) {
     out << CsvField(s.machine) << ',' << s.cpu_target << ',' << CsvField(s.model) << ',' << s.dtype << ','
         << s.threads << ',' << CsvField(s.sampling) << ',' << Fixed(s.synthetic_accept, 2) << ','
-        << CsvField(r.workload) << ',' << r.method << ',' << BlockName(r.block) << ',' << r.prompts << ','
-        << r.tokens << ',' << Fixed(r.prefill_tok_s, 1) << ',' << Fixed(r.decode_tok_s, 1) << ','
+        << CsvField(r.workload) << ',' << r.method << ',' << (r.method == "none" ? "-" : BlockName(r.block)) << ','
+        << r.prompts << ',' << r.tokens << ',' << Fixed(r.prefill_tok_s, 1) << ',' << Fixed(r.decode_tok_s, 1) << ','
         << Fixed(r.speedup, 3) << ',' << Fixed(r.mean_accept_len, 3) << ',' << Fixed(r.draft_share, 3) << ','
         << Fixed(r.verify_share, 3) << ',' << r.peak_rss_bytes << ',' << r.kv_bytes << ',' << r.identical << ','
         << r.degenerate << '\n';

@@ -28,7 +28,7 @@ struct BenchSetup {
 struct BenchRow {
   std::string workload;
   std::string method;       // "none" is plain decoding
-  int block = 0;            // rows per verify step; 0 = adaptive (and plain)
+  int block = 0;            // rows per verify step; 0 = adaptive (plain: none; JSON null, CSV "-")
   int prompts = 0;
   long tokens = 0;          // generated per repetition, over every prompt
   double prefill_tok_s = 0;

@@ -121,6 +121,7 @@ std::string SamplingName(const SamplingParams& s, SampledVerify verify) {
 void Validate(const SpecBenchFlags& f) {
   if (f.n_predict < 2) Fail("-n must be at least 2");
   if (f.reps < 1 || f.reps > 1000) Fail("--reps ", f.reps, " is out of range (1 .. 1000)");
+  if (f.synthetic_accept < 0) Fail("--synthetic-accept ", f.synthetic_accept, " is negative (0 = off)");
   if (f.workloads.empty()) Fail("--workload is empty");
   if (f.blocks.empty()) Fail("--blocks is empty");
   for (int b : f.blocks) {
@@ -168,7 +169,9 @@ int BenchSpec(SpecBenchFlags f) {
   g.ignore_eos = true;  // every configuration generates the same number of tokens
   g.sampling = f.sampling.Resolve();
 
-  std::map<std::string, std::unique_ptr<Drafter>> drafters;  // one per method, reused across blocks
+  // One drafter per method, reused across its blocks and prompts as a server
+  // reuses a slot's drafter across requests (Begin starts each request).
+  std::map<std::string, std::unique_ptr<Drafter>> drafters;
   for (const std::string& m : methods) drafters[m] = MakeDrafter(FlagsFor(f, m), *model, ctx, g.sampling, max_block);
 
   const bool synthetic = f.synthetic_accept > 0;
