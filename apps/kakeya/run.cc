@@ -1,6 +1,4 @@
 // `kakeya run`: generate from a prompt, streaming text or printing one JSON object.
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +12,7 @@
 #include "sampling_flags.h"
 #include "engine/generate.h"
 #include "kernels/cpu/matmul.h"
+#include "machine.h"
 #include "roofline.h"
 #include "speculative/speculative.h"
 
@@ -73,12 +72,6 @@ nlohmann::json TraceJson(const SpecStats& s) {
   nlohmann::json trace = nlohmann::json::array();
   for (const SpecTraceStep& step : s.trace) trace.push_back({{"pos", step.pos}, {"draft", step.draft}, {"accepted", step.accepted}});
   return trace;
-}
-
-size_t PeakRssBytes() {
-  struct rusage usage {};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
