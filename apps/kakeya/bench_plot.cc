@@ -89,8 +89,10 @@ void DrawReference(std::ostringstream& svg, const Panel& p, double v, const std:
       << Escape(label) << "</text>\n";
 }
 
+// adaptive_dx: the adaptive point's sideways offset, so that the methods'
+// adaptive points, which share one column and often one height, stay apart.
 void DrawSeries(std::ostringstream& svg, const Panel& p, const std::vector<std::pair<int, double>>& points,
-                bool adaptive_first, const char* color) {
+                bool adaptive_first, double adaptive_dx, const char* color) {
   // The fixed blocks are joined; the adaptive block (first, when present) stands apart.
   std::vector<std::pair<int, double>> fixed(points.begin() + (adaptive_first ? 1 : 0), points.end());
   if (fixed.size() > 1) {
@@ -98,8 +100,10 @@ void DrawSeries(std::ostringstream& svg, const Panel& p, const std::vector<std::
     for (const auto& [i, v] : fixed) svg << p.X(i) << ',' << p.Y(v) << ' ';
     svg << "'/>\n";
   }
-  for (const auto& [i, v] : points) {
-    svg << "<circle cx='" << p.X(i) << "' cy='" << p.Y(v) << "' r='4.5' fill='" << color << "'/>\n";
+  for (size_t k = 0; k < points.size(); ++k) {
+    const auto& [i, v] = points[k];
+    const double x = p.X(i) + (k == 0 && adaptive_first ? adaptive_dx : 0);
+    svg << "<circle cx='" << x << "' cy='" << p.Y(v) << "' r='4.5' fill='" << color << "'/>\n";
   }
 }
 
@@ -162,8 +166,9 @@ void WritePlotSvg(const std::string& path, const BenchSetup& setup, const std::v
       }
       const char* color = kColors[m % std::size(kColors)];
       const bool adaptive_first = !blocks.empty() && blocks[0] == 0 && !rate.empty() && rate[0].first == 0;
-      DrawSeries(svg, tok_s, rate, adaptive_first, color);
-      DrawSeries(svg, speedup, gain, adaptive_first, color);
+      const double dx = 9.0 * (m - (methods.size() - 1) / 2.0);
+      DrawSeries(svg, tok_s, rate, adaptive_first, dx, color);
+      DrawSeries(svg, speedup, gain, adaptive_first, dx, color);
     }
   }
   // Legend, right of the panels.

@@ -150,8 +150,11 @@ int BenchSpec(SpecBenchFlags f) {
     }
   }
 
-  std::vector<std::string> methods = f.methods.empty() ? DefaultMethods(f, *model) : f.methods;
-  std::erase(methods, "none");  // plain decoding always runs
+  std::vector<std::string> methods;
+  for (const std::string& m : f.methods.empty() ? DefaultMethods(f, *model) : f.methods) {
+    // Plain decoding always runs, first; a method named twice runs once.
+    if (m != "none" && std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
+  }
   std::vector<Config> configs = {{"none", 0}};
   for (const std::string& m : methods) {
     for (int b : f.blocks) configs.push_back({m, b});
