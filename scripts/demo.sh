@@ -15,7 +15,7 @@ scripts/build.sh --target kakeya
 prompt=${1:-"def parse_args("}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-run() { build/bin/kakeya run -p "$prompt" -n 200 --temp 0.7 --seed 1 --dry-multiplier 0.8 "$@"; }
+run() { build/bin/kakeya run -p "$prompt" -n 200 --temp 0.3 --seed 1 --dry-multiplier 0.8 "$@"; }
 
 echo "== kakeya run -p \"$prompt\" (speculative: the shipped drafters propose, the target verifies)"
 run 2> "$tmp/spec.err" | tee "$tmp/spec.out"
