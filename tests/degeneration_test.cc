@@ -16,6 +16,9 @@ std::string Repeat(const std::string& s, int n) {
   return out;
 }
 
+// Ordinary text: no finding, and the finding named if there is one.
+void ExpectClean(const std::string& text) { EXPECT_FALSE(FindDegeneration(text)) << FindDegeneration(text).Describe(); }
+
 TEST(Degeneration, AWallOfIdenticalLinesTrips) {
   // The shipped model's greedy `def parse_args(` (scripts/demo.sh).
   const std::string text = "def parse_args(\n" + Repeat("        options=None,\n", 12);
@@ -67,10 +70,10 @@ TEST(Degeneration, ASentenceLoopTrips) {
 TEST(Degeneration, EnumerationsDoNotTrip) {
   std::string text;
   for (int i = 1; i <= 30; ++i) text += std::to_string(i) + ". Read the next item of the list.\n";
-  EXPECT_FALSE(FindDegeneration(text)) << FindDegeneration(text).Describe();
+  ExpectClean(text);
   std::string options;
   for (int i = 0; i < 20; ++i) options += "    OPTION_" + std::to_string(i) + " = " + std::to_string(i) + "\n";
-  EXPECT_FALSE(FindDegeneration(options)) << FindDegeneration(options).Describe();
+  ExpectClean(options);
 }
 
 TEST(Degeneration, ArgumentListsDoNotTrip) {
@@ -84,22 +87,22 @@ TEST(Degeneration, ArgumentListsDoNotTrip) {
       "    parser.add_argument('-o', '--output', action='store', default=None)\n"
       "    parser.add_argument('-i', '--input', action='store', default=None)\n"
       "    return parser.parse_args(argv)\n";
-  EXPECT_FALSE(FindDegeneration(text)) << FindDegeneration(text).Describe();
+  ExpectClean(text);
 }
 
 TEST(Degeneration, TablesAndDataLiteralsDoNotTrip) {
   std::string table = "| method | block | tok/s |\n|---|---|---|\n";
   for (int i = 0; i < 12; ++i) table += "| ngram | " + std::to_string(i) + " | 100 |\n";
-  EXPECT_FALSE(FindDegeneration(table)) << FindDegeneration(table).Describe();
+  ExpectClean(table);
   const std::string zeros = "TABLE = [\n" + Repeat("    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,\n", 8) + "]\n";
-  EXPECT_FALSE(FindDegeneration(zeros)) << FindDegeneration(zeros).Describe();
+  ExpectClean(zeros);
   for (const std::string& data : {"PAD = b'" + Repeat("\\x00", 32) + "'\n", "MASK = b'" + Repeat("\\xff", 32) + "'\n",
                                   "MASK = 0x" + std::string(32, 'f') + "\n", "W = [" + Repeat("0xff, ", 16) + "]\n"}) {
     EXPECT_FALSE(FindDegeneration(data)) << data << ": " << FindDegeneration(data).Describe();
   }
   const std::string banner = "#" + std::string(70, '=') + "\n# Section\n#" + std::string(70, '=') + "\n" +
                              std::string(70, '-') + "\n" + std::string(70, '*') + "\n";
-  EXPECT_FALSE(FindDegeneration(banner)) << FindDegeneration(banner).Describe();
+  ExpectClean(banner);
   // encodings/cp437.py, held out of the shipped model's corpus.
   const std::string codec =
       "decoding_table = (\n"
@@ -109,7 +112,7 @@ TEST(Degeneration, TablesAndDataLiteralsDoNotTrip) {
       "    '\\x03'     #  0x03 -> END OF TEXT\n"
       "    '\\x04'     #  0x04 -> END OF TRANSMISSION\n"
       ")\n";
-  EXPECT_FALSE(FindDegeneration(codec)) << FindDegeneration(codec).Describe();
+  ExpectClean(codec);
 }
 
 TEST(Degeneration, CodeThatRepeatsALittleDoesNotTrip) {
@@ -140,7 +143,7 @@ TEST(Degeneration, CodeThatRepeatsALittleDoesNotTrip) {
       "    counter += 1\n"
       "    return counter\n"
       "        )\n        )\n        )\n        )\n        )\n";
-  EXPECT_FALSE(FindDegeneration(text)) << FindDegeneration(text).Describe();
+  ExpectClean(text);
 }
 
 TEST(Degeneration, EmptyAndTinyTextsAreFine) {

@@ -39,6 +39,13 @@ const std::vector<float> kRow2 = {1.5f, 1.4f, -0.3f, 0.0f, 0.6f, 2.1f, -1.2f, 0.
 const std::vector<float> kQ0 = {0.30f, 0.05f, 0.20f, 0.05f, 0.10f, 0.10f, 0.15f, 0.05f};
 const std::vector<float> kQ1 = {0.05f, 0.05f, 0.10f, 0.30f, 0.05f, 0.25f, 0.10f, 0.10f};
 
+// Rows 0..2 back to back: the logits of a block of two drafts.
+std::vector<float> ThreeRows() {
+  std::vector<float> rows;
+  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  return rows;
+}
+
 std::vector<double> TargetDistribution(const std::vector<float>& row) {
   Sampler s(Params(0), kVocab);
   std::vector<float> p(kVocab);
@@ -82,8 +89,7 @@ struct Counts {
 // Two drafts per step from q0, q1 (or the fixed tokens 3 and 4 for a
 // deterministic drafter), verified against rows 0..2.
 Counts CountEmitted(bool deterministic, Mode mode) {
-  std::vector<float> rows;
-  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const std::vector<float> rows = ThreeRows();
   const BlockLogits logits{rows, kVocab};
   std::vector<float> q;
   if (!deterministic) {
@@ -143,8 +149,7 @@ TEST(VerifyMatch, SampledProposalsKeepTheTargetDistribution) {
 // Every row's token is the one plain sampling picks at that position, with
 // the row's own history (the penalties see the drafts before the row).
 TEST(VerifyMatch, EmitsWhatPlainSamplingPicksAtEachPosition) {
-  std::vector<float> rows;
-  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const std::vector<float> rows = ThreeRows();
   const BlockLogits logits{rows, kVocab};
   SamplingParams params = Params(0);
   params.repeat_penalty = 1.5f;
@@ -172,8 +177,7 @@ TEST(VerifyMatch, EmitsWhatPlainSamplingPicksAtEachPosition) {
 }
 
 TEST(VerifyMatch, GreedyAcceptsTheAgreeingPrefixAndAddsTheTargetsToken) {
-  std::vector<float> rows;
-  for (const auto* r : {&kRow0, &kRow1, &kRow2}) rows.insert(rows.end(), r->begin(), r->end());
+  const std::vector<float> rows = ThreeRows();
   const BlockLogits logits{rows, kVocab};
   SamplingParams greedy_params = Params(0);
   greedy_params.temperature = 0;

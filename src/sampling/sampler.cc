@@ -102,7 +102,7 @@ double KeyedUniform(uint64_t seed, int64_t position, int32_t token) {
 }
 
 Sampler::Sampler(const SamplingParams& p, int n_vocab, const Tokenizer* tokenizer, int max_history)
-    : params_((p.Validate(), p)),
+    : params_((p.Validate(), p)),  // validated before the penalties are built from it
       rng_(p.seed),
       penalties_(p, std::max(n_vocab, 0), tokenizer, max_history) {
   if (n_vocab <= 0) Fail("the sampler needs a vocabulary, got n_vocab ", n_vocab);
