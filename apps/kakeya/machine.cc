@@ -1,30 +1,72 @@
 #include "machine.h"
 
 #include <sys/resource.h>
+#if defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #include <fstream>
 #include <sstream>
 
 namespace kakeya::cli {
 
-std::string CpuModel() {
+namespace {
+
+// The text after "name:" on the first /proc/cpuinfo line starting with name.
+std::string CpuInfoField(const std::string& name) {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    if (line.rfind(name, 0) == 0 && line.find(':') != std::string::npos) {
+      const size_t start = line.find_first_not_of(" \t", line.find(':') + 1);
+      return start == std::string::npos ? "" : line.substr(start);
+    }
+  }
+  return "";
+}
+
+#if defined(__APPLE__)
+std::string SysctlString(const char* name) {
+  char value[256] = {};
+  size_t size = sizeof value - 1;
+  return sysctlbyname(name, value, &size, nullptr, 0) == 0 ? std::string(value) : "";
+}
+bool SysctlFlag(const char* name) {
+  int value = 0;
+  size_t size = sizeof value;
+  return sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value != 0;
+}
+#endif
+
+}  // namespace
+
+std::string CpuModel() {
+#if defined(__APPLE__)
+  if (std::string brand = SysctlString("machdep.cpu.brand_string"); !brand.empty()) return brand;
+#endif
+  if (std::string model = CpuInfoField("model name"); !model.empty()) return model;
+  // ARM Linux names the core only by its implementer and part numbers.
+  if (std::string part = CpuInfoField("CPU part"); !part.empty()) {
+    return "ARM implementer " + CpuInfoField("CPU implementer") + " part " + part;
   }
   return "unknown";
 }
 
 std::vector<std::string> CpuFeatures() {
-  std::ifstream in("/proc/cpuinfo");
   std::vector<std::string> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    for (std::string w; words >> w;) {
-      if (w.rfind("avx", 0) == 0 || w == "fma" || w == "f16c" || w.rfind("amx", 0) == 0) out.push_back(w);
+#if defined(__APPLE__)
+  if (SysctlFlag("hw.optional.arm.FEAT_DotProd")) out.push_back("asimddp");
+  if (SysctlFlag("hw.optional.arm.FEAT_I8MM")) out.push_back("i8mm");
+  return out;
+#endif
+  // x86 "flags", ARM "Features": the ones the kernels dispatch on.
+  std::string line = CpuInfoField("flags");
+  if (line.empty()) line = CpuInfoField("Features");
+  std::istringstream words(line);
+  for (std::string w; words >> w;) {
+    if (w.rfind("avx", 0) == 0 || w == "fma" || w == "f16c" || w.rfind("amx", 0) == 0 || w == "asimddp" ||
+        w == "i8mm" || w.rfind("sve", 0) == 0) {
+      out.push_back(w);
     }
-    break;
   }
   return out;
 }
@@ -37,7 +79,11 @@ size_t PeakRssBytes() {
   }
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
+#if defined(__APPLE__)
+  return static_cast<size_t>(usage.ru_maxrss);  // bytes on macOS
+#else
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+#endif
 }
 
 void ResetPeakRss() {

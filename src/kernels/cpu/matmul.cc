@@ -9,6 +9,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
+#endif
 
 #include "base/error.h"
 #include "kernels/cpu/blocks.h"
@@ -36,9 +42,33 @@ KAKEYA_DECLARE_KERNELS(N_SCALAR)
 
 namespace {
 
+// What an ARM target needs beyond NEON (Highway 1.0.3 has one NEON target;
+// the extensions are chosen here, inside it).
+enum class ArmExtension { kNone, kDotprod, kI8mm };
+
+bool CpuHas(ArmExtension e) {
+  if (e == ArmExtension::kNone) return true;
+#if defined(__aarch64__) && defined(__linux__)
+  const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
+  const bool dotprod = (hwcap & HWCAP_ASIMDDP) != 0;
+  return e == ArmExtension::kDotprod ? dotprod : dotprod && (hwcap2 & HWCAP2_I8MM) != 0;
+#elif defined(__aarch64__) && defined(__APPLE__)
+  auto sysctl_flag = [](const char* name) {
+    int value = 0;
+    size_t size = sizeof value;
+    return sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value != 0;
+  };
+  const bool dotprod = sysctl_flag("hw.optional.arm.FEAT_DotProd");
+  return e == ArmExtension::kDotprod ? dotprod : dotprod && sysctl_flag("hw.optional.arm.FEAT_I8MM");
+#else
+  return false;
+#endif
+}
+
 struct CpuTarget {
   const char* name;  // KAKEYA_CPU_TARGET value
   int64_t hwy_target;
+  ArmExtension needs;
   VectorIsa ops_isa;
   MatMulKernel (*float_kernel)(DType);
   MatMulKernel (*legacy_kernel)(DType);
@@ -48,9 +78,10 @@ struct CpuTarget {
   void (*quantize_q8k)(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);
 };
 
-#define KAKEYA_TARGET(name, bit, isa, NS) \
-  {name, bit, VectorIsa::isa, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, &NS::PackedKernel, \
-   &NS::QuantizeRowQ8, &NS::QuantizeRowQ8K},
+#define KAKEYA_TARGET_WITH(name, bit, needs, isa, NS, packed)                                       \
+  {name, bit, ArmExtension::needs, VectorIsa::isa, &NS::FloatKernel, &NS::LegacyQuantKernel, &NS::KQuantKernel, \
+   &NS::packed, &NS::QuantizeRowQ8, &NS::QuantizeRowQ8K},
+#define KAKEYA_TARGET(name, bit, isa, NS) KAKEYA_TARGET_WITH(name, bit, kNone, isa, NS, PackedKernel)
 
 // Best first. The portable target is last and always supported.
 constexpr CpuTarget kTargets[] = {
@@ -64,6 +95,8 @@ constexpr CpuTarget kTargets[] = {
     KAKEYA_TARGET("avx2", HWY_AVX2, kAvx2, N_AVX2)
 #endif
 #if HWY_TARGETS & HWY_NEON
+    KAKEYA_TARGET_WITH("neon_i8mm", HWY_NEON, kI8mm, kBaseline, N_NEON, PackedKernelI8mm)
+    KAKEYA_TARGET_WITH("neon_dotprod", HWY_NEON, kDotprod, kBaseline, N_NEON, PackedKernelDotprod)
     KAKEYA_TARGET("neon", HWY_NEON, kBaseline, N_NEON)
 #endif
 #if HWY_TARGETS & HWY_EMU128
@@ -74,8 +107,9 @@ constexpr CpuTarget kTargets[] = {
 #endif
 };
 #undef KAKEYA_TARGET
+#undef KAKEYA_TARGET_WITH
 
-bool IsSupported(const CpuTarget& t) { return (hwy::SupportedTargets() & t.hwy_target) != 0; }
+bool IsSupported(const CpuTarget& t) { return (hwy::SupportedTargets() & t.hwy_target) != 0 && CpuHas(t.needs); }
 
 std::string ValidTargetNames() {
   std::string names;

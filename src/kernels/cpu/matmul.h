@@ -117,7 +117,9 @@ void MatMulGroups(std::span<const MatMulGroup> groups, const float* x, int64_t n
 //   "avx512_vnni"  AVX-512 + VNNI (Highway AVX3_DL: Ice Lake, Zen 4/5)
 //   "avx512"       AVX-512 F/BW/DQ/VL (Highway AVX3: Skylake-X)
 //   "avx2"         AVX2 + FMA + F16C (Haswell, Zen 1-3)
-//   "neon"         Arm (portable kernels)
+//   "neon_i8mm"    Arm NEON + dot product + i8mm (smmla: Apple M2+, Graviton 3+)
+//   "neon_dotprod" Arm NEON + dot product (sdot: Apple M1+, Graviton 2+)
+//   "neon"         Arm NEON (every ARMv8-A core)
 //   "scalar"       portable reference (Highway SCALAR/EMU128), always available
 // Results are bit-identical across batch sizes and thread counts within one
 // target, and may differ slightly between targets (different vector widths).

@@ -31,11 +31,19 @@
 // kernel file include this header first). SSSE3/SSE4 are skipped to keep the
 // 2-core build short: such CPUs run the portable (scalar) target. AVX3_DL
 // (Ice Lake / Zen 4+: AVX-512 VNNI, VBMI...) is opt-in in Highway 1.0.3.
+// On ARM the kernels are NEON (with the dot-product and i8mm extensions
+// chosen inside the NEON build, see matmul.cc), and SVE is left out (ADR
+// 0011); the portable target is compiled beside NEON so that every build
+// has the reference kernels to force (HWY_COMPILE_ALL_ATTAINABLE; on x86
+// it is the static target anyway).
 #ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
 #endif
 #ifndef HWY_WANT_AVX3_DL
 #define HWY_WANT_AVX3_DL
+#endif
+#if defined(__aarch64__) && !defined(HWY_COMPILE_ALL_ATTAINABLE)
+#define HWY_COMPILE_ALL_ATTAINABLE
 #endif
 
 namespace kakeya {
@@ -118,6 +126,16 @@ void PackKQuant(const WeightMatrix& w, WeightLayout layout, uint8_t* out);
   void QuantizeRowQ8(const float* x, int64_t n_in, int8_t* qs, float* d, float* s, int16_t* sums); \
   void QuantizeRowQ8K(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums);           \
   }
+
+#if defined(__aarch64__)
+// The NEON build's packed kernels with the Arm extensions (matmul.cc picks
+// them by the CPU's features): the dot product's sdot, and i8mm's smmla for
+// tiles of 2 rows and more.
+namespace N_NEON {
+MatMulKernel PackedKernelDotprod(WeightLayout layout);
+MatMulKernel PackedKernelI8mm(WeightLayout layout);
+}  // namespace N_NEON
+#endif
 
 // Rows per cache block for activation rows of `row_bytes` bytes: with many
 // rows (prefill) a kernel sweeps one block of rows over all its columns before

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Cross-compiles kakeya for 64-bit ARM Linux and runs its tests under
+# qemu-user, once per ARM CPU target forced (KAKEYA_CPU_TARGET = neon_i8mm,
+# neon_dotprod, neon; ADR 0011). qemu's -cpu max has the dot-product and i8mm
+# extensions, so every path runs. Installs what it needs on Debian 12: the
+# cross compiler, qemu-user and the arm64 libraries (multiarch).
+#   scripts/test-arm.sh           the Release suite but the *Sweep* tests, per target
+#   scripts/test-arm.sh --quick   the kernel, parity and speculative identity
+#                                 tests (no *Slow* ones), per target
+#   scripts/test-arm.sh --target T   one target only (with or without --quick)
+# Expect about ten times the native time per target (qemu emulates every
+# instruction): --quick takes minutes, the whole suite hours on 2 cores.
+# Timings under qemu mean nothing; scripts/tile-instructions.py compares the
+# tiles' instruction counts per weight byte instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+targets=(neon_i8mm neon_dotprod neon)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; shift ;;
+    --target) targets=("$2"); shift 2 ;;
+    *) echo "usage: scripts/test-arm.sh [--quick] [--target neon_i8mm|neon_dotprod|neon]" >&2; exit 2 ;;
+  esac
+done
+jobs=$(nproc)
+
+scripts/install-deps.sh  # the host's tools and header-only libraries
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+arm_packages=(g++-aarch64-linux-gnu qemu-user libhwy-dev:arm64 libpcre2-dev:arm64 libgtest-dev:arm64
+              libcpp-httplib-dev:arm64)
+missing=()
+for p in "${arm_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "kakeya: installing ${missing[*]}"
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B build-arm -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+  -DCMAKE_BUILD_TYPE=Release -DKAKEYA_BENCH=OFF >/dev/null
+cmake --build build-arm -j"$jobs"
+
+# The tests that run every CPU target themselves, the model parity against
+# the reference engine's fixtures, and speculative decoding's byte identity.
+quick_tests='^(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|BatchInvariance|Reference|Gemma4|SyntheticGemma4|ModelParity|ModelFixtures|Speculative|SeededIdentity|Verify|DraftModel|NgramDrafter|Mtp|DFlash|Assistant|NoAllocation)'
+for target in "${targets[@]}"; do
+  echo "== tests under qemu-aarch64 -cpu max, KAKEYA_CPU_TARGET=$target"
+  if [ "$quick" -eq 1 ]; then
+    KAKEYA_CPU_TARGET="$target" ctest --test-dir build-arm --output-on-failure -j"$jobs" -R "$quick_tests" -E 'Slow|Sweep'
+  else
+    KAKEYA_CPU_TARGET="$target" ctest --test-dir build-arm --output-on-failure -j"$jobs" -E 'Sweep'
+  fi
+done
