@@ -59,9 +59,13 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
         uint8_t* blk = &p.w_bytes[o * row_bytes + b * TraitsOf(type).block_bytes];
         const int begin = type == DType::kQ6_K ? 0 : 4;                  // after d, dmin
         const int end = type == DType::kQ6_K ? 208 : TraitsOf(type).block_bytes;  // Q6_K: before d
-        for (int k = begin; k < end; ++k) blk[k] = static_cast<uint8_t>(rng());
+        for (int k = begin; k < end; ++k) blk[k] = static_cast<uint8_t>(o % 4 == 3 ? 0xFF : rng());
       }
     }
+    // Every fourth column has every quant at its largest magnitude instead
+    // (Q8_0 -128, the others all bits set): with row 7's activations (all
+    // 127) the largest integer sums, where a kernel's int16 partial sums
+    // would overflow first.
     if (TraitsOf(type).block_elems == 32 && o % 2 == 1) {
       // Arbitrary quants and fifth bits, after d (and m); Q8_0: -128 included,
       // which the quantizer never produces.
@@ -69,7 +73,9 @@ Problem MakeProblem(DType type, int64_t n_in, int64_t n_out, uint32_t seed) {
       const int begin = type == DType::kQ4_1 || type == DType::kQ5_1 ? 4 : 2;
       for (int64_t b = 0; b < n_in / 32; ++b) {
         uint8_t* blk = &p.w_bytes[o * row_bytes + b * block_bytes];
-        for (int k = begin; k < block_bytes; ++k) blk[k] = static_cast<uint8_t>(rng());
+        for (int k = begin; k < block_bytes; ++k) {
+          blk[k] = static_cast<uint8_t>(o % 4 != 3 ? rng() : type == DType::kQ8_0 ? 0x80 : 0xFF);
+        }
       }
     }
   }
