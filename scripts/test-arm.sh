@@ -8,6 +8,9 @@
 #   scripts/test-arm.sh --quick   the kernel, parity and speculative identity
 #                                 tests (no *Slow* ones), per target
 #   scripts/test-arm.sh --target T   one target only (with or without --quick)
+#   scripts/test-arm.sh --kernels      builds only the kernel tests and runs them
+#                                 once: they run every ARM target themselves
+#                                 (CI's ARM part, about 4 minutes on 2 cores)
 # Expect about ten times the native time per target (qemu emulates every
 # instruction): --quick takes minutes, the whole suite hours on 2 cores.
 # Timings under qemu mean nothing; scripts/tile-instructions.py compares the
@@ -15,12 +18,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
+kernels=0
 targets=(neon_i8mm neon_dotprod neon)
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
+    --kernels) kernels=1; shift ;;
     --target) targets=("$2"); shift 2 ;;
-    *) echo "usage: scripts/test-arm.sh [--quick] [--target neon_i8mm|neon_dotprod|neon]" >&2; exit 2 ;;
+    *) echo "usage: scripts/test-arm.sh [--quick | --kernels] [--target neon_i8mm|neon_dotprod|neon]" >&2; exit 2 ;;
   esac
 done
 jobs=$(nproc)
@@ -43,6 +48,12 @@ fi
 
 cmake -S . -B build-arm -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DCMAKE_BUILD_TYPE=Release -DKAKEYA_BENCH=OFF >/dev/null
+if [ "$kernels" -eq 1 ]; then
+  cmake --build build-arm -j"$jobs" --target matmul_test ops_test dequant_test
+  echo "== kernel tests under qemu-aarch64 -cpu max (each runs every ARM target)"
+  ctest --test-dir build-arm --output-on-failure -j"$jobs" -R '^(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant)'
+  exit 0
+fi
 cmake --build build-arm -j"$jobs"
 
 # The tests that run every CPU target themselves, the model parity against

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds kakeya and runs the tests (CI's run): the unit/parity suites (Release;
 # all but the long *Sweep* tests, see --slow), the same unit tests under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and a short libFuzzer run of
-# the GGUF reader. Pass --quick to run only the Release suite.
+# AddressSanitizer + UndefinedBehaviorSanitizer, a short libFuzzer run of the
+# GGUF reader, and the kernel tests cross-built for ARM64 and run under qemu
+# (every ARM target; the whole suite under qemu is scripts/test-arm.sh, hours,
+# not in CI). Pass --quick to run only the Release suite.
 # --slow builds the Release suite and runs only the long sweeps that CI leaves
 # out (tests named *Sweep*: every block size over 2,000 tokens across ring
 # wraps, the shipped drafters over 1,500 tokens; about 5 min on 2 cores). CI
@@ -52,4 +54,6 @@ if [ "$quick" -eq 0 ]; then
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'Slow|Sweep'
   echo "== fuzzing the GGUF reader"
   scripts/fuzz-gguf.sh "${KAKEYA_FUZZ_SECONDS:-60}"
+  echo "== ARM64: the kernel tests cross-built and run under qemu (scripts/test-arm.sh --kernels)"
+  scripts/test-arm.sh --kernels
 fi
