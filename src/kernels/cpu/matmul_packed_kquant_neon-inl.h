@@ -21,14 +21,7 @@
 // form gives its bits.
 enum class ArmForm { kNeon, kDotprod, kI8mm };
 constexpr int kMaxTileRows = 4;
-// As in matmul_packed.cc: GCC's attribute names the architecture, clang's the features.
-#if defined(__clang__)
-#define KAKEYA_DOTPROD __attribute__((target("dotprod")))
-#define KAKEYA_I8MM __attribute__((target("dotprod,i8mm")))
-#else
-#define KAKEYA_DOTPROD __attribute__((target("arch=armv8.2-a+crypto+dotprod")))
-#define KAKEYA_I8MM __attribute__((target("arch=armv8.2-a+crypto+dotprod+i8mm")))
-#endif
+#include "kernels/cpu/neon_common-inl.h"
 
 // Software prefetch of the super-block kPrefetchAhead bytes ahead into L2
 // (__builtin_prefetch locality 2, as the x86 tiles' T1), within the thread's
@@ -46,10 +39,6 @@ HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8
 // target attribute of the first form to use it, and then refused to inline
 // it into the others. Their int arguments need not be constants (GCC keeps
 // some of the loops rolled): a variable shift is vshlq by a vector.
-
-HWY_INLINE float32x4_t LoadF16x4(const uint8_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
-}
 
 // The activation quad at p in every 32-bit lane.
 HWY_INLINE int8x16_t XQuad(const int8_t* p) {
@@ -209,15 +198,28 @@ HWY_INLINE KAKEYA_DOTPROD void Q4KSumsDotprod(const uint8_t* sb, int half, const
   for (int t = 0; t < 4; ++t) {
     for (int n0 = 0; n0 < 2; n0 += kNibbles) {
       int32x4_t dot[kNibbles][kR][2];
-      for (int n = 0; n < kNibbles; ++n)
-        for (int r = 0; r < kR; ++r) dot[n][r][0] = dot[n][r][1] = vdupq_n_s32(0);
+      // The sub-blocks' 32 activation bytes per row, quad j in lane j % 4
+      // of register j / 4: sdot by lane, no broadcast per quad and row.
+      int8x16_t x[kNibbles][kR][2];
+      KAKEYA_UNROLL
+      for (int n = 0; n < kNibbles; ++n) {
+        KAKEYA_UNROLL
+        for (int r = 0; r < kR; ++r) {
+          dot[n][r][0] = dot[n][r][1] = vdupq_n_s32(0);
+          x[n][r][0] = vld1q_s8(xq[r] + 64 * t + 32 * (n0 + n));
+          x[n][r][1] = vld1q_s8(xq[r] + 64 * t + 32 * (n0 + n) + 16);
+        }
+      }
+      KAKEYA_UNROLL
       for (int j = 0; j < 8; ++j) {
+        KAKEYA_UNROLL
         for (int n = 0; n < kNibbles; ++n) {
           int8x16_t w[2];
           Q4KQuad(sb, half, kQ5, t, j, n0 + n, w);
+          KAKEYA_UNROLL
           for (int r = 0; r < kR; ++r) {
-            const int8x16_t x = XQuad(xq[r] + 64 * t + 32 * (n0 + n) + 4 * j);
-            for (int h = 0; h < 2; ++h) dot[n][r][h] = vdotq_s32(dot[n][r][h], w[h], x);
+            KAKEYA_UNROLL
+            for (int h = 0; h < 2; ++h) dot[n][r][h] = DotQuad(dot[n][r][h], w[h], x[n][r][j / 4], j % 4);
           }
         }
       }
@@ -310,16 +312,26 @@ HWY_INLINE KAKEYA_DOTPROD void Q6KSumsDotprod(const uint8_t* sb, int half, const
   for (int g = 0; g < 4; ++g) {
     for (int i0 = 0; i0 < 4; i0 += kSubs) {
       int32x4_t dot[kSubs][kR][2];
-      for (int s = 0; s < kSubs; ++s)
-        for (int r = 0; r < kR; ++r) dot[s][r][0] = dot[s][r][1] = vdupq_n_s32(0);
+      int8x16_t x[kSubs][kR];  // a sub-block's 16 activation bytes per row, quad m in lane m
+      KAKEYA_UNROLL
+      for (int s = 0; s < kSubs; ++s) {
+        KAKEYA_UNROLL
+        for (int r = 0; r < kR; ++r) {
+          dot[s][r][0] = dot[s][r][1] = vdupq_n_s32(0);
+          x[s][r] = vld1q_s8(xq[r] + 64 * (i0 + s) + 16 * g);
+        }
+      }
+      KAKEYA_UNROLL
       for (int m = 0; m < 4; ++m) {
         const int v = 4 * g + m;
+        KAKEYA_UNROLL
         for (int s = 0; s < kSubs; ++s) {
           int8x16_t w[2];
           Q6KQuad(sb, half, v, i0 + s, w);
+          KAKEYA_UNROLL
           for (int r = 0; r < kR; ++r) {
-            const int8x16_t x = XQuad(xq[r] + 64 * (i0 + s) + 4 * v);
-            for (int h = 0; h < 2; ++h) dot[s][r][h] = vdotq_s32(dot[s][r][h], w[h], x);
+            KAKEYA_UNROLL
+            for (int h = 0; h < 2; ++h) dot[s][r][h] = DotQuad(dot[s][r][h], w[h], x[s][r], m);
           }
         }
       }
@@ -466,6 +478,7 @@ MatMulKernel PackedKArmKernel(WeightLayout layout) {
 }
 #undef KAKEYA_DOTPROD
 #undef KAKEYA_I8MM
+#undef KAKEYA_UNROLL
 
 MatMulKernel PackedKQuantKernel(WeightLayout layout) { return PackedKArmKernel<ArmForm::kNeon>(layout); }
 MatMulKernel PackedKQuantKernelDotprod(WeightLayout layout) { return PackedKArmKernel<ArmForm::kDotprod>(layout); }

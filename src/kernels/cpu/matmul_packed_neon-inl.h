@@ -14,46 +14,10 @@
 //   kDotprod  sdot: 4 columns x 4 bytes against a broadcast quad;
 //   kI8mm     smmla: 2 columns x 2 rows x 8 bytes (two quads zipped), rows
 //             in pairs; a tile of 1 row is the kDotprod one.
-// Every loop inside a block is unrolled by pragma: GCC 12 left the loops
-// over rows and quads rolled on ARM, the accumulators on the stack and a
-// quad's offsets and shifts run-time values (a 4-row Q8_0 dot-product tile
-// ran 184 instructions per half block instead of 80).
-#define KAKEYA_UNROLL _Pragma("GCC unroll 16")
+#include "kernels/cpu/neon_common-inl.h"
+
 enum class ArmDot { kNeon, kDotprod, kI8mm };
 constexpr int kMaxTileRows = 4;
-// GCC needs the architecture the intrinsics' own pragma names, plus
-// Highway's NEON pragma (+crypto); clang takes the features.
-#if defined(__clang__)
-#define KAKEYA_DOTPROD __attribute__((target("dotprod")))
-#define KAKEYA_I8MM __attribute__((target("dotprod,i8mm")))
-#else
-#define KAKEYA_DOTPROD __attribute__((target("arch=armv8.2-a+crypto+dotprod")))
-#define KAKEYA_I8MM __attribute__((target("arch=armv8.2-a+crypto+dotprod+i8mm")))
-#endif
-
-// Quad `lane` of x in every lane, and sdot against it. The lane of these
-// instructions is an immediate: clang wants a literal, which the switch
-// gives it (after unrolling, GCC folds it to the one case).
-HWY_INLINE int8x16_t BroadcastQuad(int32x4_t x, int lane) {
-  switch (lane) {
-    case 0: return vreinterpretq_s8_s32(vdupq_laneq_s32(x, 0));
-    case 1: return vreinterpretq_s8_s32(vdupq_laneq_s32(x, 1));
-    case 2: return vreinterpretq_s8_s32(vdupq_laneq_s32(x, 2));
-    default: return vreinterpretq_s8_s32(vdupq_laneq_s32(x, 3));
-  }
-}
-HWY_INLINE KAKEYA_DOTPROD int32x4_t DotQuad(int32x4_t acc, int8x16_t w, int8x16_t x, int lane) {
-  switch (lane) {
-    case 0: return vdotq_laneq_s32(acc, w, x, 0);
-    case 1: return vdotq_laneq_s32(acc, w, x, 1);
-    case 2: return vdotq_laneq_s32(acc, w, x, 2);
-    default: return vdotq_laneq_s32(acc, w, x, 3);
-  }
-}
-
-HWY_INLINE float32x4_t LoadF16x4(const uint8_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
-}
 
 // Weight quad q (0..7) of a block's half group as signed bytes: w[0] columns
 // 0-3, w[1] columns 4-7, 4 bytes each. high: the fifth bits (Q5_0, Q5_1):
