@@ -58,7 +58,7 @@ cmake --build build-arm -j"$jobs"
 
 # The tests that run every CPU target themselves, the model parity against
 # the reference engine's fixtures, and speculative decoding's byte identity.
-quick_tests='^(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|BatchInvariance|Reference|Gemma4|SyntheticGemma4|ModelParity|ModelFixtures|Speculative|SeededIdentity|Verify|DraftModel|NgramDrafter|Mtp|DFlash|Assistant|NoAllocation)'
+quick_tests='^([A-Za-z0-9_]+/)?(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|BatchInvariance|Reference|Gemma4|SyntheticGemma4|ModelParity|ModelFixtures|Speculative|SeededIdentity|Verify|DraftModel|NgramDrafter|Mtp|DFlash|Assistant|NoAllocation)'
 for target in "${targets[@]}"; do
   echo "== tests under qemu-aarch64 -cpu max, KAKEYA_CPU_TARGET=$target"
   if [ "$quick" -eq 1 ]; then
