@@ -36,6 +36,10 @@ struct DraftRequest {
   // close to the target's they propose the token the target will sample
   // (the argmax when greedy). Null: pick the argmax.
   Sampler* sampler = nullptr;
+  // What this step would cost without drafts (the loop's measured cost line,
+  // other sequences' rows in the same forward included); 0 before it is
+  // measured. Auto weighs its drafters against plain decoding with it.
+  double plain_step_ms = 0;
 
   // Proposal i's token from the drafter's logits for it (n_vocab of the target).
   TokenId Pick(std::span<const float> logits, int i) const {
@@ -57,6 +61,12 @@ class Drafter {
   // that the loop sizes the draft with that drafter's measured acceptance and
   // costs.
   virtual const Drafter& next_drafter() const { return *this; }
+
+  // The per-draft acceptance the next Draft()'s proposals can be expected
+  // to have, where the drafter knows it better than the loop's count of the
+  // steps it drafted (auto scores prompt lookup's proposals on every step,
+  // whoever drafts); negative: no such estimate, the loop counts.
+  virtual double expected_acceptance() const { return -1; }
 
   // True if the drafter's proposals come with distributions (DraftRequest::probs);
   // false for deterministic drafters, treated as one-hot.

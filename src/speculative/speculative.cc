@@ -195,7 +195,7 @@ SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
 // How many tokens to draft. Fixed blocks draft block - 1. Adaptive: the
 // drafter's per-token acceptance rate a (a geometric model: k accepted of m
 // means k successes in k + [k < m] trials, decayed so the estimate follows
-// the text), the step's cost line and the drafter's cost per draft token;
+// the text; or the drafter's own expected_acceptance()), the step's cost line and the drafter's cost per draft token;
 // then draft the n that maximizes the step's expected tokens per ms,
 //   (others' tokens + 1 + a + ... + a^n) / (base + row * (others' rows + n) + n * draft).
 // Alone, that is the sequence's own rate. In a step shared with other
@@ -210,13 +210,14 @@ SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
 // it, (others' tokens + 1) / base, beats every draft length with it for
 // kParkAfter steps in a row, the drafter is parked: no more drafts, no more
 // upkeep, for the rest of the request (on prose; beside enough other
-// requests that drafting no longer pays). kParkAfter is twice auto's
-// kIdleSteps, so that auto first drops the costly drafters it holds and
-// keeps prompt lookup, which costs nothing to keep.
+// requests that drafting no longer pays). Auto drops an idle costly drafter
+// within a few steps (its kIdleUpkeep), well before kParkAfter, so that it
+// first sheds those and keeps prompt lookup, which costs nothing to keep.
 int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   if (spec_.block > 0) return spec_.block - 1;
   Policy& policy = PolicyOf(d);
-  const double a = (policy.accepted + 1.0) / (policy.trials + 2.0);
+  const double hint = drafter_->expected_acceptance();
+  const double a = hint >= 0 ? hint : (policy.accepted + 1.0) / (policy.trials + 2.0);
   const double per_draft = cost_.RowMs() + policy.draft_ms;
   const double base = cost_.BaseMs() + cost_.RowMs() * others.rows;
   int best = 0;
@@ -273,9 +274,10 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   const auto t0 = Clock::now();
   if (want > 0) {
     const int n_vocab = target_.model().hparams().n_vocab;
+    const double plain_ms = cost_.measured() ? cost_.BaseMs() + cost_.RowMs() * others.rows : 0;
     const DraftRequest request{history_, want,
                                std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0),
-                               sampler_.get()};
+                               sampler_.get(), plain_ms};
     drafted_ = std::clamp(drafter_->Draft(request, std::span<TokenId>(block_).subspan(1, want)), 0, want);
   }
   draft_ms_ = MsBetween(t0, Clock::now());
