@@ -219,7 +219,7 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   const double hint = drafter_->expected_acceptance();
   const double a = hint >= 0 ? hint : (policy.accepted + 1.0) / (policy.trials + 2.0);
   const double per_draft = cost_.RowMs() + policy.draft_ms;
-  const double base = cost_.BaseMs() + cost_.RowMs() * others.rows;
+  const double base = cost_.PlainMs(others.rows);
   int best = 0;
   double best_rate = 0, tokens = others.tokens, survive = 1;
   for (int n = 0; n <= max_block_ - 1; ++n, survive *= a) {
@@ -274,7 +274,7 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   const auto t0 = Clock::now();
   if (want > 0) {
     const int n_vocab = target_.model().hparams().n_vocab;
-    const double plain_ms = cost_.measured() ? cost_.BaseMs() + cost_.RowMs() * others.rows : 0;
+    const double plain_ms = cost_.measured() ? cost_.PlainMs(others.rows) : 0;
     const DraftRequest request{history_, want,
                                std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0),
                                sampler_.get(), plain_ms};

@@ -79,6 +79,8 @@ class StepCost {
   bool measured() const { return w_ > 0; }
   double BaseMs() const;  // one row
   double RowMs() const;   // each further row
+  // A step of one row beside `other_rows` rows of other sequences.
+  double PlainMs(int other_rows) const { return BaseMs() + RowMs() * other_rows; }
 
  private:
   void AddPoint(double x, double y);

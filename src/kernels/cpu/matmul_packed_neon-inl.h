@@ -56,18 +56,24 @@ HWY_INLINE void LoadHigh(const uint8_t* blk, int half, uint8x16_t high[2]) {
   for (int i = 0; i < 2; ++i) high[i] = kP.high_bits != 0 ? vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i) : vdupq_n_u8(0);
 }
 
+// Each tile row's 32 activations of the block: elements 0-15 and 16-31.
+template <int kR>
+HWY_INLINE void LoadActivations(const int8_t* const* xq, int8x16_t (*x)[2]) {
+  KAKEYA_UNROLL
+  for (int r = 0; r < kR; ++r) {
+    x[r][0] = vld1q_s8(xq[r]);
+    x[r][1] = vld1q_s8(xq[r] + 16);
+  }
+}
+
 template <WeightLayout kLayout, int kR>
 HWY_INLINE void BlockSumsNeon(const uint8_t* blk, int half, const int8_t* const* xq, const int16_t* const* sums,
                               int32x4_t (*isum)[2]) {
   const uint8_t* quants = blk + Packed32Of(kLayout).quants + 32 * half;
   uint8x16_t high[2];
   LoadHigh<kLayout>(blk, half, high);
-  int32x4_t x[kR][2];  // the block's activations, quads 0-3 and 4-7
-  KAKEYA_UNROLL
-  for (int r = 0; r < kR; ++r) {
-    x[r][0] = vld1q_s32(reinterpret_cast<const int32_t*>(xq[r]));
-    x[r][1] = vld1q_s32(reinterpret_cast<const int32_t*>(xq[r] + 16));
-  }
+  int8x16_t x[kR][2];  // the block's activations, quads 0-3 and 4-7
+  LoadActivations<kR>(xq, x);
   int32x4_t pairs[kR][4];  // columns (0,1), (2,3), (4,5), (6,7): two int32 halves each
   KAKEYA_UNROLL
   for (int r = 0; r < kR; ++r)
@@ -81,8 +87,8 @@ HWY_INLINE void BlockSumsNeon(const uint8_t* blk, int half, const int8_t* const*
     WeightQuad<kLayout>(quants, high, q1, w1);
     KAKEYA_UNROLL
     for (int r = 0; r < kR; ++r) {
-      const int8x16_t x0 = BroadcastQuad(x[r][q0 / 4], q0 % 4);
-      const int8x16_t x1 = BroadcastQuad(x[r][q1 / 4], q1 % 4);
+      const int8x16_t x0 = BroadcastQuad(vreinterpretq_s32_s8(x[r][q0 / 4]), q0 % 4);
+      const int8x16_t x1 = BroadcastQuad(vreinterpretq_s32_s8(x[r][q1 / 4]), q1 % 4);
       KAKEYA_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int16x8_t lo = vmlal_s8(vmull_s8(vget_low_s8(w0[h]), vget_low_s8(x0)), vget_low_s8(w1[h]), vget_low_s8(x1));
@@ -107,12 +113,9 @@ HWY_INLINE KAKEYA_DOTPROD void BlockSumsDotprod(const uint8_t* blk, int half, co
   uint8x16_t high[2];
   LoadHigh<kLayout>(blk, half, high);
   int8x16_t x[kR][2];  // the block's activations, quads 0-3 and 4-7
+  LoadActivations<kR>(xq, x);
   KAKEYA_UNROLL
-  for (int r = 0; r < kR; ++r) {
-    isum[r][0] = isum[r][1] = vdupq_n_s32(BiasOf<kLayout>(*sums[r]));
-    x[r][0] = vld1q_s8(xq[r]);
-    x[r][1] = vld1q_s8(xq[r] + 16);
-  }
+  for (int r = 0; r < kR; ++r) isum[r][0] = isum[r][1] = vdupq_n_s32(BiasOf<kLayout>(*sums[r]));
   KAKEYA_UNROLL
   for (int q = 0; q < kQuads; ++q) {
     int8x16_t w[2];
@@ -134,12 +137,8 @@ HWY_INLINE KAKEYA_I8MM void BlockSumsI8mm(const uint8_t* blk, int half, const in
   LoadHigh<kLayout>(blk, half, high);
   // m[p][cp]: rows 2p, 2p + 1 by columns 2cp, 2cp + 1, as smmla leaves them
   // (column 2cp row 2p, column 2cp row 2p + 1, column 2cp + 1 row 2p, ...).
-  int64x2_t x[kR][2];  // the block's activations, elements 0-15 and 16-31
-  KAKEYA_UNROLL
-  for (int r = 0; r < kR; ++r) {
-    x[r][0] = vld1q_s64(reinterpret_cast<const int64_t*>(xq[r]));
-    x[r][1] = vld1q_s64(reinterpret_cast<const int64_t*>(xq[r] + 16));
-  }
+  int8x16_t x[kR][2];  // the block's activations, elements 0-15 and 16-31
+  LoadActivations<kR>(xq, x);
   int32x4_t m[kPairs][4];
   KAKEYA_UNROLL
   for (int p = 0; p < kPairs; ++p)
@@ -162,7 +161,8 @@ HWY_INLINE KAKEYA_I8MM void BlockSumsI8mm(const uint8_t* blk, int half, const in
     KAKEYA_UNROLL
     for (int p = 0; p < kPairs; ++p) {
       // Elements 8e .. 8e + 7 of rows 2p and 2p + 1, one after the other.
-      const int64x2_t a = x[2 * p][e / 2], b = x[std::min(2 * p + 1, kR - 1)][e / 2];
+      const int64x2_t a = vreinterpretq_s64_s8(x[2 * p][e / 2]);
+      const int64x2_t b = vreinterpretq_s64_s8(x[std::min(2 * p + 1, kR - 1)][e / 2]);
       const int8x16_t xe = vreinterpretq_s8_s64(e % 2 == 0 ? vzip1q_s64(a, b) : vzip2q_s64(a, b));
       KAKEYA_UNROLL
       for (int cp = 0; cp < 4; ++cp) m[p][cp] = vmmlaq_s32(m[p][cp], w8[cp], xe);
