@@ -26,6 +26,7 @@ import numpy as np
 import corpus
 
 BYTES_PER_TOKEN = 4.07  # models/README.md: the 8k tokenizer on the training files
+BOS = 1
 
 
 def split_docs(root=corpus.DEFAULT_ROOT):
@@ -130,6 +131,56 @@ def generate(binary, model, prompts, jsonl_path, n_predict, n_ctx=512, workers=2
             "seq_per_s": round(len(todo) / dt, 3) if todo else None,
             "generated_tok_per_s": round(new_tokens / dt, 1) if todo else None, "workers": workers}
     return [done[i] for i in range(len(prompts)) if "tokens" in done[i]], rate
+
+
+def package_files(root, exclude, min_bytes=2000, max_bytes=300_000):
+    """Python files of the packages in root (a site-packages folder), except the packages
+    named in exclude (lower case, '-' as '_'): the files of code the target never saw."""
+    out = []
+    for name in sorted(os.listdir(root)):
+        key = name.split("-")[0].split(".")[0].lower().replace("-", "_")
+        if key.startswith("_") or key in exclude or name.endswith((".dist-info", ".egg-info")):
+            continue
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, name)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for f in sorted(filenames):
+                path = os.path.join(dirpath, f)
+                if f.endswith(".py") and min_bytes <= os.path.getsize(path) <= max_bytes:
+                    out.append(path)
+    return out
+
+
+def tokenize_file(binary, model, path):
+    """kakeya's token ids of a file (no BOS) and, per token, whether it ends a line."""
+    p = subprocess.run([binary, "tokenize", "-m", model, "-f", path, "--json", "--no-special"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None  # not UTF-8, say: such files are skipped
+    r = json.loads(p.stdout)
+    return np.array(r["tokens"], dtype=np.int64), np.array([x.endswith("\n") for x in r["pieces"]])
+
+
+def package_prompts(binary, model, root, exclude, n_files, seed, lengths, per_file=8, workers=None):
+    """Prompt pools {length c: [BOS + the c-1 tokens before a line end]} from n_files random
+    files of the packages in root (package_files). Tokenizing whole files and cutting windows at
+    line ends in token space is one kakeya call per file instead of per prompt; a window's first
+    token may differ from what tokenizing its text alone gives, which is harmless in training data."""
+    files = package_files(root, exclude)
+    rng = random.Random(seed)
+    picked = rng.sample(files, min(n_files, len(files)))
+    t0 = time.time()
+    with ThreadPoolExecutor(workers or os.cpu_count()) as ex:
+        tokenized = [t for t in ex.map(lambda f: tokenize_file(binary, model, f), picked) if t is not None]
+    pools = {c: [] for c in lengths}
+    for toks, line_end in tokenized:
+        ends = np.nonzero(line_end)[0] + 1  # a window ends after a line's last token
+        for c in lengths:
+            ok = ends[ends >= c - 1]
+            for e in rng.sample(list(ok), min(per_file, len(ok))):
+                pools[c].append(np.concatenate([[BOS], toks[e - c + 1:e]]))
+    print(f"[prompts] {len(files)} files in {root} outside the excluded packages; {len(tokenized)} tokenized in "
+          f"{time.time() - t0:.0f} s; windows per length: {[len(v) for v in pools.values()]}", flush=True)
+    return pools
 
 
 def pack(path, splits):
