@@ -59,15 +59,17 @@ struct Picks {
 };
 
 // Runs `steps` steps of up to 4 drafts each over the true text, the prompt
-// being its first 16 tokens.
-Picks Drive(AutoDrafter& autod, int steps) {
+// being its first 16 tokens. A plain step costs kStepMs, of which this
+// sequence's share per token is share_ms (kStepMs when alone).
+Picks Drive(AutoDrafter& autod, int steps, double share_ms = kStepMs) {
   std::vector<TokenId> history;
   for (size_t i = 0; i < 16; ++i) history.push_back(TruthAt(i));
   autod.Begin(history);
   Picks run;
   std::vector<TokenId> out(4);
   for (int s = 0; s < steps; ++s) {
-    const int n = autod.Draft(DraftRequest{history, 4, {}, nullptr, kStepMs}, out);
+    autod.PlainCost(kStepMs, share_ms);
+    const int n = autod.Draft(DraftRequest{history, 4, {}, nullptr}, out);
     int accepted = 0;
     while (accepted < n && out[accepted] == TruthAt(history.size() + accepted)) ++accepted;
     SleepMs(kStepMs);
@@ -121,6 +123,20 @@ TEST(AutoDrafter, DropsAnIdleCostlyDrafterWithinAFewSteps) {
   const Picks run = Drive(autod, 30);
   EXPECT_LE(costly_ptr->accepts, 4) << "observed for nothing";
   EXPECT_EQ(CountFrom(run, 5, "lookup"), 25);
+}
+
+TEST(AutoDrafter, BesideOtherRequestsDropsAnIdleCostlyDrafterSooner) {
+  // A twentieth of a step of upkeep per Accept: alone, 10 idle steps would
+  // reach half a step. Beside 7 other requests each one's upkeep adds to the
+  // shared step, so it is weighed against an eighth of the step.
+  auto costly = std::make_unique<ScriptedDrafter>("block", 0, 0, 0.05 * kStepMs);
+  ScriptedDrafter* costly_ptr = costly.get();
+  std::vector<std::unique_ptr<Drafter>> d;
+  d.push_back(std::make_unique<ScriptedDrafter>("lookup", 0, 0, 0));
+  d.push_back(std::move(costly));
+  AutoDrafter autod(std::move(d));
+  Drive(autod, 30, kStepMs / 8);
+  EXPECT_LE(costly_ptr->accepts, 4) << "observed for nothing";
 }
 
 TEST(AutoDrafter, DropsACostlyDrafterSlowerThanPlainDecoding) {

@@ -44,9 +44,14 @@ void AutoDrafter::Begin(std::span<const TokenId> prompt) {
   order_.clear();
   for (size_t i = 0; i < drafters_.size(); ++i) order_.push_back(static_cast<int>(i));
   steps_ = accepts_ = 0;
-  step_ms_ = plain_ms_ = 0;
+  step_ms_ = plain_ms_ = plain_share_ms_ = 0;
   std::fill(peeked_.begin(), peeked_.end(), 0);
   RankForNextStep({});
+}
+
+void AutoDrafter::PlainCost(double step_ms, double share_ms) {
+  plain_ms_ = step_ms;
+  plain_share_ms_ = share_ms;
 }
 
 void AutoDrafter::Observe(const Context& target, int n_rows) {
@@ -90,7 +95,7 @@ void AutoDrafter::DropLosers() {
     const Rate& r = rates_[i];
     const bool loses = (r.steps >= 2 && PerMs(i) < kDropBelow * PlainPerMs()) ||
                        (r.steps >= kWarmSteps && (PerMs(i) < kDropBelow * best || PerMs(i) < PlainPerMs()));
-    const bool idle = r.idle_upkeep_ms >= kIdleUpkeep * (plain_ms_ > 0 ? plain_ms_ : step_ms_);
+    const bool idle = r.idle_upkeep_ms >= kIdleUpkeep * (plain_share_ms_ > 0 ? plain_share_ms_ : step_ms_);
     rates_[i].dropped = loses || idle;
   }
   std::erase_if(order_, [&](int i) { return rates_[i].dropped; });
@@ -145,7 +150,6 @@ void AutoDrafter::RankForNextStep(std::span<const TokenId> history) {
 
 int AutoDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   draft_start_ = Clock::now();
-  if (request.plain_step_ms > 0) plain_ms_ = request.plain_step_ms;
   ++steps_;
   for (int i : order_) {
     ++rates_[i].tries;

@@ -21,10 +21,12 @@
 //   or when its rate is: the tokens of its steps per ms of those steps plus
 //   its upkeep since decoding began, spread over its steps. It is dropped
 //   for the rest of the request when, after two steps, that rate is below
-//   kDropBelow of plain decoding's (DraftRequest::plain_step_ms), or, once it has drafted
+//   kDropBelow of plain decoding's (PlainCost's step_ms), or, once it has drafted
 //   kWarmSteps times, below plain decoding's or below kDropBelow of the best
 //   drafter's; and as soon as the upkeep it cost since it last
-//   drafted reaches kIdleUpkeep of a plain step (the free drafter covers the text,
+//   drafted reaches kIdleUpkeep of this sequence's share of a plain step
+//   (PlainCost's share_ms: beside 7 other requests, an eighth of the step, since
+//   each request's upkeep adds to it; the free drafter covers the text,
 //   or the draft-length policy found that drafting does not pay: prose, or a
 //   server step already full of other requests' rows). A dropped drafter is
 //   no longer observed and never asked again.
@@ -56,6 +58,7 @@ class AutoDrafter final : public Drafter {
   double expected_acceptance() const override;
   std::vector<int> target_taps() const override;
   void Begin(std::span<const TokenId> prompt) override;
+  void PlainCost(double step_ms, double share_ms) override;
   void Observe(const Context& target, int n_rows) override;
   int Draft(const DraftRequest& request, std::span<TokenId> out) override;
   void Accept(std::span<const TokenId> history, int drafted, int accepted) override;
@@ -104,7 +107,8 @@ class AutoDrafter final : public Drafter {
   int steps_ = 0;    // Draft() calls
   int accepts_ = 0;  // steps since Begin (Accept() calls)
   double step_ms_ = 0;   // decayed mean time between Accept() calls: one step
-  double plain_ms_ = 0;  // a step without drafts (DraftRequest::plain_step_ms)
+  double plain_ms_ = 0;        // a step without drafts (PlainCost)
+  double plain_share_ms_ = 0;  // this sequence's part of it per token
   Clock::time_point draft_start_;
   Clock::time_point last_accept_;
 };

@@ -36,11 +36,6 @@ struct DraftRequest {
   // close to the target's they propose the token the target will sample
   // (the argmax when greedy). Null: pick the argmax.
   Sampler* sampler = nullptr;
-  // What this step would cost without drafts (the loop's measured cost line,
-  // other sequences' rows in the same forward included); 0 before it is
-  // measured. Auto weighs its drafters against plain decoding with it.
-  double plain_step_ms = 0;
-
   // Proposal i's token from the drafter's logits for it (n_vocab of the target).
   TokenId Pick(std::span<const float> logits, int i) const {
     return sampler != nullptr ? sampler->SampleAt(logits, static_cast<int64_t>(history.size()) + i) : Argmax(logits);
@@ -87,6 +82,15 @@ class Drafter {
   // features take them here, so one step's verify forward feeds the next
   // draft with no extra target forward. Must not allocate.
   virtual void Observe(const Context& target, int n_rows) {}
+
+  // Before every decode step, what the step would cost without drafts, from
+  // the loop's measured cost line (0 before it is measured): `step_ms` with
+  // the other sequences' rows in the same forward, and `share_ms` this
+  // sequence's part of it per token, step_ms / (1 + the other sequences'
+  // tokens). Auto weighs its drafters' rates against step_ms and the upkeep
+  // they cost while idle against share_ms: beside other requests a step is
+  // slower, but each one's upkeep adds to it, serially.
+  virtual void PlainCost(double step_ms, double share_ms) {}
 
   // Writes up to request.max_tokens proposals into `out` and returns how many
   // (0 = nothing to propose; the loop then runs a plain step). Must not

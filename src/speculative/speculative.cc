@@ -269,15 +269,18 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   const int remaining = options_.n_predict - static_cast<int>(result_.tokens.size());
   int want = 0;
   if (drafter_ != nullptr && !parked_) {
+    if (cost_.measured()) {
+      const double plain_ms = cost_.PlainMs(others.rows);
+      drafter_->PlainCost(plain_ms, plain_ms / (1 + others.tokens));
+    }
     want = std::min({DraftsFor(drafter_->next_drafter(), others), room - 1, remaining - 1, max_rows - 1});
   }
   const auto t0 = Clock::now();
   if (want > 0) {
     const int n_vocab = target_.model().hparams().n_vocab;
-    const double plain_ms = cost_.measured() ? cost_.PlainMs(others.rows) : 0;
     const DraftRequest request{history_, want,
                                std::span<float>(draft_probs_).first(draft_has_probs_ ? size_t(want) * n_vocab : 0),
-                               sampler_.get(), plain_ms};
+                               sampler_.get()};
     drafted_ = std::clamp(drafter_->Draft(request, std::span<TokenId>(block_).subspan(1, want)), 0, want);
   }
   draft_ms_ = MsBetween(t0, Clock::now());
