@@ -147,12 +147,16 @@ TEST(Scheduler, StoppingOneRequestLeavesTheOthersUntouched) {
   const GenerationOutcome a = stopped.done.get_future().get();
   const GenerationOutcome b = cancelled.done.get_future().get();
   const GenerationOutcome c = kept.done.get_future().get();
-  EXPECT_TRUE(a.cancelled);
+  EXPECT_TRUE(a.stopped_by_consumer);
+  EXPECT_FALSE(a.cancelled) << "a stop string is how a request ends, not a cancellation";
   EXPECT_EQ(stopped.tokens.size(), 7u);
   EXPECT_TRUE(b.cancelled);
   EXPECT_LT(cancelled.tokens.size(), 480u);
   EXPECT_FALSE(c.cancelled);
   EXPECT_EQ(kept.tokens, Alone(*model, p1, Options(90, 0, 0)));
+  const SchedulerMetrics m = scheduler.Metrics();
+  EXPECT_EQ(m.requests_done, 2u);
+  EXPECT_EQ(m.requests_cancelled, 1u);
 }
 
 TEST(Scheduler, RefusesWhatCannotRunAndAFullQueue) {

@@ -69,8 +69,8 @@ CompletionText::Delta CompletionJob::Pull(std::chrono::milliseconds timeout) {
 void CompletionJob::Cancel() {
   if (finished() || cancelled_by_client_) return;
   cancelled_by_client_ = true;
+  scheduler_.Cancel(id_);  // first, so that the scheduler counts the stop that Abandon() causes as cancelled
   channel_->Abandon();
-  scheduler_.Cancel(id_);
   counters_.CountFinish("cancelled");
 }
 

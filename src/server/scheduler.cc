@@ -174,8 +174,8 @@ bool Scheduler::AdmitAndCancel() {
       slot->decoder->Start(job.request.prompt, job.request.options, [this, slot](TokenId t, std::span<const float> logits) {
         GenerationOutcome& o = slot->outcome;
         if (o.completion_tokens++ == 0) o.ttft_ms = MsBetween(slot->job->submitted, Clock::now());
-        if (!slot->job->callbacks.on_token(TokenEvent{t, logits})) o.cancelled = true;
-        return !o.cancelled;
+        if (!slot->job->callbacks.on_token(TokenEvent{t, logits})) o.stopped_by_consumer = true;
+        return !o.stopped_by_consumer;
       });
     } catch (const std::exception& e) {
       slot->outcome.error = e.what();
@@ -273,6 +273,14 @@ void Scheduler::Finish(Slot& slot) {
   o.drafted = stats.drafted;
   o.accepted = stats.accepted;
   o.total_ms = MsBetween(job->submitted, Clock::now());
+  {
+    // A consumer that stopped taking tokens because its Cancel() is under
+    // way (a client gone: CompletionJob::Cancel calls Cancel() first) cancelled it.
+    std::lock_guard lock(mu_);
+    if (o.stopped_by_consumer && std::find(cancelled_.begin(), cancelled_.end(), job->id) != cancelled_.end()) {
+      o.cancelled = true;
+    }
+  }
   job->callbacks.on_done(o);
   std::lock_guard lock(mu_);
   metrics_.slots_busy = BusySlots();

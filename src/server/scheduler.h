@@ -60,7 +60,8 @@ struct TokenEvent {
 
 struct GenerationOutcome {
   StopReason stop = StopReason::kLength;
-  bool cancelled = false;  // on_token returned false, Cancel(), or shutdown
+  bool cancelled = false;            // Cancel() or shutdown
+  bool stopped_by_consumer = false;  // on_token returned false (a stop string matched)
   std::string error;       // non-empty if the request failed (nothing else was affected)
   int prompt_tokens = 0;
   int completion_tokens = 0;
