@@ -1,6 +1,6 @@
 // libFuzzer target for the GGUF reader: any input must parse or throw
 // kakeya::Error, and everything a parsed file hands out must lie inside the
-// input. Run with scripts/fuzz-gguf.sh.
+// input. Run with scripts/fuzz.sh gguf.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

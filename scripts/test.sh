@@ -53,7 +53,9 @@ if [ "$quick" -eq 0 ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'Slow|Sweep'
   echo "== fuzzing the GGUF reader"
-  scripts/fuzz-gguf.sh "${KAKEYA_FUZZ_SECONDS:-60}"
+  scripts/fuzz.sh gguf "${KAKEYA_FUZZ_SECONDS:-60}"
+  echo "== fuzzing the chat-template engine"
+  scripts/fuzz.sh jinja "${KAKEYA_FUZZ_SECONDS:-60}"
   echo "== ARM64: the kernel tests cross-built and run under qemu (scripts/test-arm.sh --kernels)"
   scripts/test-arm.sh --kernels
 fi

@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Builds the GGUF reader's libFuzzer target with clang (build-fuzz/) and runs it
-# for SECONDS (default 60) from a seed corpus of small GGUF files.
+# Builds a libFuzzer target with clang (build-fuzz/) and runs it for SECONDS
+# (default 60) from a seed corpus:
+#   gguf    the GGUF reader; seeds: small fixtures and hand-made files
+#   jinja   the chat-template engine; seeds: the real templates of
+#           tests/data/chat_templates
 # Exits non-zero if the fuzzer finds a crash; the input is left in
 # build-fuzz/artifacts/.
 #
-#   scripts/fuzz-gguf.sh [SECONDS]
+#   scripts/fuzz.sh gguf|jinja [SECONDS]
 set -euo pipefail
 
-seconds="${1:-60}"
+target="${1:?usage: scripts/fuzz.sh gguf|jinja [SECONDS]}"
+seconds="${2:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 fixtures="$root/tests/fixtures"
+case "$target" in
+  gguf|jinja) ;;
+  *) echo "scripts/fuzz.sh: unknown target '$target' (gguf or jinja)" >&2; exit 2 ;;
+esac
 
 CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DKAKEYA_FUZZ=ON -DKAKEYA_TESTS=OFF \
   -DKAKEYA_BENCH=OFF >/dev/null
-cmake --build "$build" --target gguf_fuzz
+cmake --build "$build" --target "${target}_fuzz"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 corpus="$work/corpus"
 mkdir -p "$corpus" "$build/artifacts"
+
+if [ "$target" = jinja ]; then
+  cp "$root"/tests/data/chat_templates/*.jinja "$corpus/"
+  exec "$build/bin/jinja_fuzz" "$corpus" -dict="$root/fuzz/jinja.dict" -max_len=16384 -timeout=10 \
+    -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
+fi
 
 # Small fixtures only: libFuzzer cuts inputs to -max_len, and the big
 # vocabularies would only seed their first 64 KiB of strings.
