@@ -93,6 +93,8 @@ def parse_args():
                     help="packages of DIR to skip, one per line (default: those scripts/drafter-speed.py "
                          "measures on)")
     ap.add_argument("--prompt-files", type=int, default=6000, help="files of DIR to cut prompts from")
+    ap.add_argument("--dflash-init", metavar="PT", help="start DFlash from this finished checkpoint (dflash.pt)")
+    ap.add_argument("--dflash-lr", type=float, help="DFlash peak learning rate (default: the preset's)")
     ap.add_argument("--no-mtp-init", action="store_true",
                     help="random MTP block (default: start from the target's last sliding layer)")
     a = ap.parse_args()
@@ -368,6 +370,10 @@ def train_dflash(args, P, data, val, head, path):
     cfg = D.DFlashConfig(n_vocab=head.weight.shape[0], n_embd=head.weight.shape[1], **P["dflash"]["shape"])
     torch.manual_seed(args.seed)
     model = D.DFlash(cfg).to(args.device)
+    if args.dflash_init:  # continue a finished drafter (its own shape) on this run's data
+        model, _ = load_dflash(args.dflash_init, args.device)
+        cfg = model.cfg
+        print(f"dflash: starting from {args.dflash_init}", flush=True)
     print(f"dflash: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params, {cfg}", flush=True)
     B = cfg.block_size
     w = D.dflash_slot_weights(B, GAMMA, args.device)
@@ -395,7 +401,7 @@ def train_dflash(args, P, data, val, head, path):
     steps = args.dflash_steps or dp["steps"]
     budget = args.dflash_budget if args.dflash_budget is not None else dp.get("budget_s")
     validate = lambda: eval_dflash(model, head, val, P["eval_stride"], args.device)["mean_accept_len"][str(B)]
-    info = train_loop("dflash", model, loss_fn, steps, dp["lr"], budget, path.replace(".pt", ".resume.pt"),
+    info = train_loop("dflash", model, loss_fn, steps, args.dflash_lr or dp["lr"], budget, path.replace(".pt", ".resume.pt"),
                       args.device, validate, P["eval_every"])
     save_finished(path, model, cfg.to_dict(), info)
     if os.path.exists(path.replace(".pt", ".resume.pt")):
