@@ -248,9 +248,11 @@ class ReferenceDFlash {
     }
   }
 
-  // Logits of block rows 1 .. block - 1 after the injected context.
-  std::vector<std::vector<double>> Block(TokenId id_last) const {
-    const int pos0 = static_cast<int>(keys_[0].size()), B = block_, D = n_embd_, group = n_head_ / n_head_kv_;
+  // Logits of block rows 1 .. rows - 1 after the injected context, of a
+  // block of its first `rows` rows (all of them by default).
+  std::vector<std::vector<double>> Block(TokenId id_last, int rows = 0) const {
+    const int pos0 = static_cast<int>(keys_[0].size()), B = rows > 0 ? rows : block_, D = n_embd_,
+              group = n_head_ / n_head_kv_;
     const float* embd = Target("token_embd.weight");
     std::vector<std::vector<double>> x(B);
     for (int r = 0; r < B; ++r) {
@@ -354,8 +356,9 @@ class ReferenceDFlash {
 constexpr double kFloat64Tol = 1e-3;
 
 // Our drafter against the float64 reference on the same taps, at every step
-// of the fox loop: every logit of every slot. Returns those logits.
-std::vector<float> CheckAgainstReference(const std::string& drafter_path) {
+// of the fox loop: every logit of every slot, for drafts of n_draft tokens
+// (0: the whole block). Returns those logits.
+std::vector<float> CheckAgainstReference(const std::string& drafter_path, int n_draft = 0) {
   const std::unique_ptr<Model> target = Model::Load(kTarget);
   const fixture::RefDrafts ref = fixture::LoadRefDrafts("g4moe-dflash-f32", "fox");
   Tokens full = ref.prompt_ids;
@@ -380,11 +383,11 @@ std::vector<float> CheckAgainstReference(const std::string& drafter_path) {
   const int n_prompt = static_cast<int>(ref.prompt_ids.size());
   for (int p = 0; p < n_prompt; ++p) commit(full[p]);
   for (int pos = n_prompt; pos < n_prompt + 40; ++pos) {
-    Tokens out(drafter.block_size() - 1);
-    EXPECT_EQ(
-        drafter.Draft({.history = std::span<const TokenId>(full.data(), pos + 1), .max_tokens = 16, .probs = {}}, out),
-        drafter.block_size() - 1);
-    const std::vector<std::vector<double>> expected = reference.Block(full[pos]);
+    const int n = n_draft > 0 ? n_draft : drafter.block_size() - 1;
+    Tokens out(n);
+    EXPECT_EQ(drafter.Draft({.history = std::span<const TokenId>(full.data(), pos + 1), .max_tokens = 16, .probs = {}}, out),
+              n);
+    const std::vector<std::vector<double>> expected = reference.Block(full[pos], n + 1);
     for (size_t i = 0; i < expected.size(); ++i) {
       for (size_t id = 0; id < expected[i].size(); ++id) {
         max_error = std::max(max_error, std::abs(drafter.logits(i)[id] - expected[i][id]));
@@ -425,6 +428,24 @@ TEST(DFlashDrafter, CausalBlockMatchesTheFloat64Reference) {
   double difference = 0;  // the mask makes a difference the comparison can see
   for (size_t i = 0; i < causal.size(); ++i) difference = std::max(difference, double(std::abs(causal[i] - full[i])));
   std::cout << "[reference] causal vs non-causal: max |dlogit| " << difference << std::endl;
+  EXPECT_GT(difference, 10 * kFloat64Tol);
+}
+
+// A draft of 2 tokens runs the block's first 3 rows (the bonus and 2 masks):
+// the float64 reference of that 3-row block, which differs from the first
+// rows of the whole block's by more than the tolerance.
+TEST(DFlashDrafter, AShortDraftRunsTheBlocksFirstRows) {
+  const std::vector<float> short_block = CheckAgainstReference(kDrafter, 2);
+  const std::vector<float> whole = CheckAgainstReference(kDrafter);
+  const size_t n_vocab = short_block.size() / (2 * 40);
+  const size_t per_step = whole.size() / 40;
+  double difference = 0;
+  for (size_t step = 0; step < 40; ++step) {
+    for (size_t i = 0; i < 2 * n_vocab; ++i) {
+      difference = std::max(difference, double(std::abs(short_block[step * 2 * n_vocab + i] - whole[step * per_step + i])));
+    }
+  }
+  std::cout << "[reference] 3-row vs whole block: max |dlogit| " << difference << std::endl;
   EXPECT_GT(difference, 10 * kFloat64Tol);
 }
 

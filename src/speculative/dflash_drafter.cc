@@ -321,11 +321,11 @@ void DFlashDrafter::StoreKeysValues(const Layer& L, LayerCache& cache, int pos0,
   }
 }
 
-// One forward of the block: Qwen3-style layers, x += Wo attn(rms(x)) and
+// One forward of the block's first n_out + 1 rows: Qwen3-style layers, x += Wo attn(rms(x)) and
 // x += down(act(gate h) * up h) with h = rms(x), then the head on the
 // proposal rows.
 void DFlashDrafter::RunBlock(TokenId id_last, int pos0, int n_out) {
-  const int B = block_size_;
+  const int B = n_out + 1;
   const size_t D = n_embd_;
   float* const x = x_.get();
   for (int r = 0; r < B; ++r) {
@@ -338,10 +338,10 @@ void DFlashDrafter::RunBlock(TokenId id_last, int pos0, int n_out) {
   for (size_t il = 0; il < layers_.size(); ++il) {
     const Layer& L = layers_[il];
     RmsNormRows(x, L.attn_norm, B, normed_.get());
-    BlockAttention(L, cache_[il], pos0);
+    BlockAttention(L, cache_[il], pos0, B);
     AddInPlace(x, branch_.get(), B * n_embd_);
     RmsNormRows(x, L.ffn_norm, B, normed_.get());
-    BlockFfn(L);
+    BlockFfn(L, B);
     AddInPlace(x, branch_.get(), B * n_embd_);
   }
   // Row 0 (id_last) proposes nothing; rows 1 .. n_out do.
@@ -355,9 +355,9 @@ void DFlashDrafter::RmsNormRows(const float* in, const float* weight, int n, flo
 
 // normed_ -> branch_. The block's K/V go after the context, where the next
 // Observe overwrites them.
-void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0) {
+void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, int rows) {
   const AttentionSpec& a = L.attn;
-  const int B = block_size_;
+  const int B = rows;
   float* const q = q_.get();
   if (L.wv.data != nullptr) {
     const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
@@ -388,8 +388,8 @@ void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0) 
 }
 
 // normed_ -> branch_: down(act(gate h) * up h).
-void DFlashDrafter::BlockFfn(const Layer& L) {
-  const int B = block_size_;
+void DFlashDrafter::BlockFfn(const Layer& L, int rows) {
+  const int B = rows;
   const MatMulOutput gate_up[] = {{&L.ffn.gate, gate_.get()}, {&L.ffn.up, up_.get()}};
   MatMulSharedInput(gate_up, normed_.get(), B, matmul_.get(), pool_);
   const int n = B * L.ffn.n_ff();
