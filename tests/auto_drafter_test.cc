@@ -8,6 +8,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "speculative/auto_drafter.h"
@@ -111,17 +112,25 @@ TEST(AutoDrafter, AFreeDrafterIsNeverDropped) {
   EXPECT_EQ(lookup_ptr->accepts, 30);
 }
 
-TEST(AutoDrafter, DropsAnIdleCostlyDrafterWithinAFewSteps) {
-  // The free drafter is always right, so the costly one (upkeep of half a
-  // step in every Accept) never drafts after its first step: it goes.
-  auto costly = std::make_unique<ScriptedDrafter>("mtp", 0, 0, 0.5 * kStepMs);
+// An always-right free drafter beside a costly one with upkeep_ms in every
+// Accept, over 30 steps: how many times the costly one was kept up (its
+// Accept calls), and the picks.
+std::pair<int, Picks> IdleCostlyDrafter(double upkeep_ms, double share_ms) {
+  auto costly = std::make_unique<ScriptedDrafter>("costly", 0, 0, upkeep_ms);
   ScriptedDrafter* costly_ptr = costly.get();
   std::vector<std::unique_ptr<Drafter>> d;
   d.push_back(std::make_unique<ScriptedDrafter>("lookup", 0, 0, 0));
   d.push_back(std::move(costly));
   AutoDrafter autod(std::move(d));
-  const Picks run = Drive(autod, 30);
-  EXPECT_LE(costly_ptr->accepts, 4) << "observed for nothing";
+  const Picks run = Drive(autod, 30, share_ms);
+  return {costly_ptr->accepts, run};
+}
+
+TEST(AutoDrafter, DropsAnIdleCostlyDrafterWithinAFewSteps) {
+  // The free drafter is always right, so the costly one (upkeep of half a
+  // step in every Accept) never drafts after its first step: it goes.
+  const auto [accepts, run] = IdleCostlyDrafter(0.5 * kStepMs, kStepMs);
+  EXPECT_LE(accepts, 4) << "observed for nothing";
   EXPECT_EQ(CountFrom(run, 5, "lookup"), 25);
 }
 
@@ -129,14 +138,7 @@ TEST(AutoDrafter, BesideOtherRequestsDropsAnIdleCostlyDrafterSooner) {
   // A twentieth of a step of upkeep per Accept: alone, 10 idle steps would
   // reach half a step. Beside 7 other requests each one's upkeep adds to the
   // shared step, so it is weighed against an eighth of the step.
-  auto costly = std::make_unique<ScriptedDrafter>("block", 0, 0, 0.05 * kStepMs);
-  ScriptedDrafter* costly_ptr = costly.get();
-  std::vector<std::unique_ptr<Drafter>> d;
-  d.push_back(std::make_unique<ScriptedDrafter>("lookup", 0, 0, 0));
-  d.push_back(std::move(costly));
-  AutoDrafter autod(std::move(d));
-  Drive(autod, 30, kStepMs / 8);
-  EXPECT_LE(costly_ptr->accepts, 4) << "observed for nothing";
+  EXPECT_LE(IdleCostlyDrafter(0.05 * kStepMs, kStepMs / 8).first, 4) << "observed for nothing";
 }
 
 TEST(AutoDrafter, DropsACostlyDrafterSlowerThanPlainDecoding) {

@@ -357,48 +357,46 @@ void DFlashDrafter::RmsNormRows(const float* in, const float* weight, int n, flo
 // Observe overwrites them.
 void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, int rows) {
   const AttentionSpec& a = L.attn;
-  const int B = rows;
   float* const q = q_.get();
   if (L.wv.data != nullptr) {
     const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
-    MatMulSharedInput(qkv, normed_.get(), B, matmul_.get(), pool_);
+    MatMulSharedInput(qkv, normed_.get(), rows, matmul_.get(), pool_);
   } else {
     const MatMulOutput qk[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}};
-    MatMulSharedInput(qk, normed_.get(), B, matmul_.get(), pool_);
+    MatMulSharedInput(qk, normed_.get(), rows, matmul_.get(), pool_);
   }
-  for (int r = 0; r < B; ++r) {
+  for (int r = 0; r < rows; ++r) {
     float* qr = q + r * a.q_width();
     for (int h = 0; h < a.n_head; ++h) RmsNorm(qr + h * a.head_dim, L.q_norm, a.head_dim, eps_, qr + h * a.head_dim);
     Rope(qr, a.n_head, a.head_dim, a.rope.dims, angles_.get() + size_t(r) * a.rope.dims, /*adjacent_pairs=*/false);
   }
-  StoreKeysValues(L, cache, pos0, B);
+  StoreKeysValues(L, cache, pos0, rows);
   // Each row attends as if it sat at the last position it may see: the end
   // of the block (non-causal), or its own (causal); its query was rotated
   // with its true position.
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
-  pool_.Run(int64_t(B) * a.n_head_kv, [&](int64_t task, int thread) {
+  pool_.Run(int64_t(rows) * a.n_head_kv, [&](int64_t task, int thread) {
     const int r = static_cast<int>(task / a.n_head_kv);
-    const int last_seen = causal_ ? pos0 + r : pos0 + B - 1;
+    const int last_seen = causal_ ? pos0 + r : pos0 + rows - 1;
     const AttentionRows row{
         1, last_seen, 0, q + r * a.q_width(), a.q_width(), attn_.get() + r * a.out_width(), a.out_width()};
     AttendKvHead(shape, static_cast<int>(task % a.n_head_kv), row, kv, scores_.get() + thread * attention_floats_);
   });
-  MatMul(L.wo, attn_.get(), B, branch_.get(), matmul_.get(), pool_);
+  MatMul(L.wo, attn_.get(), rows, branch_.get(), matmul_.get(), pool_);
 }
 
 // normed_ -> branch_: down(act(gate h) * up h).
 void DFlashDrafter::BlockFfn(const Layer& L, int rows) {
-  const int B = rows;
   const MatMulOutput gate_up[] = {{&L.ffn.gate, gate_.get()}, {&L.ffn.up, up_.get()}};
-  MatMulSharedInput(gate_up, normed_.get(), B, matmul_.get(), pool_);
-  const int n = B * L.ffn.n_ff();
+  MatMulSharedInput(gate_up, normed_.get(), rows, matmul_.get(), pool_);
+  const int n = rows * L.ffn.n_ff();
   if (L.act == FfnActivation::kGelu) {
     GeluMul(gate_.get(), up_.get(), n, gate_.get());
   } else {
     SiluMul(gate_.get(), up_.get(), n, gate_.get());
   }
-  MatMul(L.ffn.down, gate_.get(), B, branch_.get(), matmul_.get(), pool_);
+  MatMul(L.ffn.down, gate_.get(), rows, branch_.get(), matmul_.get(), pool_);
 }
 
 }  // namespace kakeya

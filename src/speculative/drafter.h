@@ -36,6 +36,7 @@ struct DraftRequest {
   // close to the target's they propose the token the target will sample
   // (the argmax when greedy). Null: pick the argmax.
   Sampler* sampler = nullptr;
+
   // Proposal i's token from the drafter's logits for it (n_vocab of the target).
   TokenId Pick(std::span<const float> logits, int i) const {
     return sampler != nullptr ? sampler->SampleAt(logits, static_cast<int64_t>(history.size()) + i) : Argmax(logits);

@@ -195,8 +195,9 @@ SpeculativeDecoder::Policy& SpeculativeDecoder::PolicyOf(const Drafter& d) {
 // How many tokens to draft. Fixed blocks draft block - 1. Adaptive: the
 // drafter's per-token acceptance rate a (a geometric model: k accepted of m
 // means k successes in k + [k < m] trials, decayed so the estimate follows
-// the text; or the drafter's own expected_acceptance()), the step's cost line and the drafter's cost per draft token;
-// then draft the n that maximizes the step's expected tokens per ms,
+// the text; or the drafter's own expected_acceptance()), the step's cost
+// line and the drafter's cost per draft token; then draft the n that
+// maximizes the step's expected tokens per ms,
 //   (others' tokens + 1 + a + ... + a^n) / (base + row * (others' rows + n) + n * draft).
 // Alone, that is the sequence's own rate. In a step shared with other
 // sequences the rows already there make the step slower, so a draft must

@@ -22,13 +22,13 @@ u = eh_proj . [rms(embd(x_p) * sqrt(n_embd), enorm); rms(h_{p-1}, hnorm)], one m
 logits = head . h'; it predicts x_{p+1}. Chained drafts feed h' back as the next h.
 """
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from model import Block, Config, RMSNorm, apply_rope_neox, attention_mask, rms_norm, rope_tables
+from model import Block, Config, RMSNorm, apply_rope_neox, rope_tables
 
 DFLASH_TAPS = (2, 6, 10)  # GGUF dflash.target_layers: layer-input taps (HF hidden-state ids 1, 5, 9 + 1)
 MASK_ID = 0               # <unk>: an existing row of the target's embedding that the target never emits
@@ -47,8 +47,16 @@ def gqa_apply(p, v):
     return (p.reshape(S, KV, G * T, Tk) @ v[:, :, 0]).view(S, KV, G, T, -1)
 
 
-def _target_block(block, h, cos, sin, mask):
-    """model.Block.forward (eval) with gqa_scores / gqa_apply: the same arithmetic, faster on CPU."""
+def autocast(device):
+    """bf16 autocast on CUDA (training, generation), none on the CPU."""
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
+
+
+def _target_block(block, h, cos, sin, mask, pos0=0, kv=None):
+    """model.Block.forward (eval) with gqa_scores / gqa_apply: the same arithmetic, faster on CPU.
+    h holds the rows at positions pos0 .. pos0 + T - 1 (cos, sin and mask cover them). With
+    kv = (K, V) [S, n_head_kv, n_ctx, head_dim] the rows' keys and values are written there and
+    the rows attend to everything in it up to themselves (incremental greedy generation)."""
     cfg = block.cfg
     S, T, _ = h.shape
     x = block.attn_norm(h)
@@ -57,11 +65,16 @@ def _target_block(block, h, cos, sin, mask):
     v = block.wv(x).view(S, T, cfg.n_head_kv, cfg.head_dim)
     q = block.q_norm(q).to(v.dtype).transpose(1, 2)
     k = block.k_norm(k).to(v.dtype).transpose(1, 2)
-    q, k = apply_rope_neox(q, cos, sin), apply_rope_neox(k, cos, sin)
+    v = v.transpose(1, 2)
+    span = slice(pos0, pos0 + T)
+    q, k = apply_rope_neox(q, cos[span], sin[span]), apply_rope_neox(k, cos[span], sin[span])
+    if kv is not None:
+        kv[0][:, :, span], kv[1][:, :, span] = k, v
+        k, v = kv[0][:, :, :pos0 + T], kv[1][:, :, :pos0 + T]
     group = cfg.n_head // cfg.n_head_kv
     q = q.reshape(S, cfg.n_head_kv, group, T, cfg.head_dim) * (1.0 / math.sqrt(cfg.head_dim))
-    scores = gqa_scores(q, k[:, :, None]).masked_fill(~mask, float("-inf"))
-    y = gqa_apply(scores.softmax(-1, dtype=torch.float32).to(v.dtype), v.transpose(1, 2)[:, :, None])
+    scores = gqa_scores(q, k[:, :, None]).masked_fill(~mask[span, :pos0 + T], float("-inf"))
+    y = gqa_apply(scores.softmax(-1, dtype=torch.float32).to(v.dtype), v[:, :, None])
     a = block.wo(y.reshape(S, cfg.n_head, T, cfg.head_dim).transpose(1, 2).reshape(S, T, -1))
     h = h + block.post_attention_norm(a)
     x = block.ffn_norm(h)

@@ -31,7 +31,8 @@ import torch.nn.functional as F
 import drafter_data
 import drafters as D
 import gguf_reader
-from model import apply_rope_neox
+from drafters import autocast
+from target_data import SeqSet, agreement_with_kakeya, generate
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 DEFAULT_TARGET = os.path.join(REPO, "models", "kakeya-pystdlib.gguf")
@@ -104,144 +105,6 @@ def parse_args():
     if a.preset is None:
         a.preset = "gpu" if a.device.type == "cuda" else "cpu"
     return a
-
-
-def autocast(device):
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
-
-
-# ---------------------------------------------------------------------------------------------
-# data and target features
-
-
-class SeqSet:
-    """Padded sequences with the target's features, on the training device.
-    tokens [N, T] int64, length [N], n_prompt [N]; taps [N, T, 3*D] and hfin [N, T, D] in f16,
-    computed once, or per batch when all of them would take more than feature_bytes."""
-
-    def __init__(self, seqs, target, device, batch, feature_bytes=8 << 30):
-        self.n = len(seqs)
-        T = max(len(t) for t, _ in seqs)
-        self.tokens = torch.zeros(self.n, T, dtype=torch.long)
-        for i, (t, _) in enumerate(seqs):
-            self.tokens[i, :len(t)] = torch.from_numpy(t)
-        self.length = torch.tensor([len(t) for t, _ in seqs])
-        self.n_prompt = torch.tensor([p for _, p in seqs])
-        self.tokens, self.length, self.n_prompt = (x.to(device) for x in (self.tokens, self.length, self.n_prompt))
-        D_ = target.cfg.n_embd
-        self.target, self.stored = target, self.n * T * (len(D.DFLASH_TAPS) + 1) * D_ * 2 <= feature_bytes
-        if not self.stored:
-            return
-        self.taps = torch.empty(self.n, T, len(D.DFLASH_TAPS) * D_, dtype=torch.float16, device=device)
-        self.hfin = torch.empty(self.n, T, D_, dtype=torch.float16, device=device)
-        for s in range(0, self.n, batch):
-            ids = self.tokens[s:s + batch]
-            n = int(self.length[s:s + batch].max())
-            taps, hfin = D.target_features(target, ids[:, :n])
-            self.taps[s:s + batch, :n] = taps.half()
-            self.hfin[s:s + batch, :n] = hfin.half()
-            self.taps[s:s + batch, n:] = 0
-            self.hfin[s:s + batch, n:] = 0
-
-    def batch(self, idx):
-        n = int(self.length[idx].max())
-        tokens = self.tokens[idx, :n]
-        if self.stored:
-            taps, hfin = self.taps[idx, :n], self.hfin[idx, :n]
-        else:  # the same f16 rounding as stored features; padding rows past a length are not read
-            with torch.autocast(device_type=tokens.device.type, enabled=False):
-                taps, hfin = (x.half() for x in D.target_features(self.target, tokens))
-        return tokens, self.length[idx], self.n_prompt[idx], taps.float(), hfin.float()
-
-
-def _cached_block(block, h, cos, sin, mask, pos0, kv):
-    """model.Block.forward (eval) for the rows at positions pos0.. of a sequence whose earlier
-    keys and values are in kv = (K, V) [S, n_head_kv, n_ctx, head_dim]; writes this step's."""
-    cfg = block.cfg
-    S, T, _ = h.shape
-    x = block.attn_norm(h)
-    q = block.wq(x).view(S, T, cfg.n_head, cfg.head_dim)
-    k = block.wk(x).view(S, T, cfg.n_head_kv, cfg.head_dim)
-    v = block.wv(x).view(S, T, cfg.n_head_kv, cfg.head_dim)
-    q = block.q_norm(q).to(v.dtype).transpose(1, 2)
-    k = block.k_norm(k).to(v.dtype).transpose(1, 2)
-    span = slice(pos0, pos0 + T)
-    q, k = apply_rope_neox(q, cos[span], sin[span]), apply_rope_neox(k, cos[span], sin[span])
-    kv[0][:, :, span], kv[1][:, :, span] = k, v.transpose(1, 2)
-    keys, values = kv[0][:, :, :pos0 + T], kv[1][:, :, :pos0 + T]
-    group = cfg.n_head // cfg.n_head_kv
-    q = q.reshape(S, cfg.n_head_kv, group, T, cfg.head_dim) * (1.0 / math.sqrt(cfg.head_dim))
-    scores = (q @ keys[:, :, None].transpose(-1, -2)).masked_fill(~mask[span, :pos0 + T], float("-inf"))
-    y = scores.softmax(-1, dtype=torch.float32).to(values.dtype) @ values[:, :, None]
-    a = block.wo(y.reshape(S, cfg.n_head, T, cfg.head_dim).transpose(1, 2).reshape(S, T, -1))
-    h = h + block.post_attention_norm(a)
-    x = block.ffn_norm(h)
-    y = block.ffn_down(F.gelu(block.ffn_gate(x), approximate="tanh") * block.ffn_up(x))
-    return h + block.post_ffw_norm(y)
-
-
-@torch.no_grad()
-def greedy(target, ids, steps, device):
-    """ids [B, T] -> [B, T + steps]: the target's greedy continuation with a KV cache; bf16 on CUDA."""
-    cfg = target.cfg
-    S, T = ids.shape
-    rope, masks = target.tables(T + steps, device)
-    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    cache = [tuple(torch.empty(S, cfg.n_head_kv, T + steps, cfg.head_dim, dtype=dtype, device=device)
-                   for _ in range(2)) for _ in target.blocks]
-    out, new, pos0 = [ids], ids, 0
-    for _ in range(steps):
-        with autocast(device):
-            h = target.token_embd(new) * math.sqrt(cfg.n_embd)
-            for block, kv in zip(target.blocks, cache):
-                kind = "swa" if block.swa else "global"
-                h = _cached_block(block, h, *rope[kind], masks[kind], pos0, kv)
-            last = target.output_norm(h[:, -1]).float()
-        pos0 += new.shape[1]
-        new = F.linear(last, target.token_embd.weight.float()).argmax(-1)[:, None]
-        out.append(new)
-    return torch.cat(out, 1)
-
-
-def generate(target, pools, count, device, seed, budget_s=None, batch=1024, n_ctx=512, n_predict=256):
-    """More training sequences: `count` greedy continuations by the PyTorch target of the prompts
-    in pools {length: [token arrays of that length]}, a batch per length so that it needs no
-    padding. In bf16 a few near-tie tokens differ from kakeya's greedy choice (measured against
-    kakeya below): they are training data only; the kakeya-made sequences stay the validation and
-    held-out sets. Stops starting batches after budget_s seconds. Returns [(tokens, n_prompt)]."""
-    g = np.random.default_rng(seed)
-    lengths = sorted(c for c in pools if pools[c])
-    out = []
-    t0 = time.time()
-    # Lengths take turns batch by batch, so that a budget cut leaves every length represented.
-    plans = {c: g.choice(len(pools[c]), size=count // len(lengths) + 1, replace=count // len(lengths) + 1 > len(pools[c]))
-             for c in lengths}
-    for s in range(0, count // len(lengths) + 1, batch):
-        if budget_s is not None and time.time() - t0 > budget_s:
-            break
-        for c in lengths:
-            picks = plans[c][s:s + batch]
-            ids = torch.tensor(np.stack([pools[c][i] for i in picks]).astype(np.int64), device=device)
-            ids = greedy(target, ids, min(n_predict, n_ctx - c), device)
-            out += [(row, c) for row in ids.cpu().numpy().astype(np.int64)]
-        made = sum(len(t) - p for t, p in out)
-        print(f"[generate] {len(out)} sequences, {made} tokens, {time.time() - t0:.0f} s, "
-              f"{made / (time.time() - t0):.0f} tok/s", flush=True)
-    return out
-
-
-def agreement_with_kakeya(target, seqs, device, steps=64):
-    """Share of the first `steps` greedy tokens the PyTorch generator gives as kakeya did."""
-    same = total = 0
-    for t, p in seqs:
-        if len(t) < p + steps:
-            continue
-        ids = greedy(target, torch.tensor(t[None, :p].astype(np.int64), device=device), steps, device)
-        mine = ids[0, p:].cpu().numpy()
-        first = next((i for i in range(steps) if mine[i] != t[p + i]), steps)
-        same += first
-        total += steps
-    return same / max(1, total)
 
 
 # ---------------------------------------------------------------------------------------------
