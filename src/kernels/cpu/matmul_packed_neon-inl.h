@@ -6,8 +6,9 @@
 // 4 rows, as on AVX2. The 8 weight quads of a block (a chunk of bytes, or
 // the low and high nibbles of a chunk of nibbles) become signed bytes, each
 // meeting activation quad q of every row; Q8_0's u = q + 128 goes back to q
-// with one eor, so its bias term vanishes; the nibble types keep u and
-// subtract bias * sum(q_x). Three forms of the quad products, all exact
+// with one eor, so its bias term vanishes; the 4-bit types keep u and
+// subtract bias * sum(q_x); the 5-bit ones become u - 16 (WeightQuad) and
+// correct by the difference (BiasOf). Three forms of the quad products, all exact
 // int32 sums, so every form gives the portable kernel's bits:
 //   kNeon     smull / smlal two quads into int16 (|q * x| <= 128 * 127, two
 //             fit), sadalp into int32 column pairs, one addp per block;
@@ -20,40 +21,53 @@ enum class ArmDot { kNeon, kDotprod, kI8mm };
 constexpr int kMaxTileRows = 4;
 
 // Weight quad q (0..7) of a block's half group as signed bytes: w[0] columns
-// 0-3, w[1] columns 4-7, 4 bytes each. high: the fifth bits (Q5_0, Q5_1):
-// bit j of a byte is element 4j + k's, bit 4 + j element 16 + 4j + k's, so
-// quad q's is bit q, moved to bit 4.
+// 0-3, w[1] columns 4-7, 4 bytes each. clear: the fifth bits (Q5_0, Q5_1),
+// inverted: bit j of a byte is element 4j + k's, bit 4 + j element
+// 16 + 4j + k's, so quad q's is bit q. cmtst turns quad q's into 0xFF where
+// the fifth bit is clear, and one bsl (low nibbles) or sri (high nibbles)
+// puts the nibble under it: u + 16 b - 16 as a signed byte, Q5_0's own
+// value and Q5_1's minus 16 (two instructions a quad, where shifting the bit
+// into place took four).
 template <WeightLayout kLayout>
-HWY_INLINE void WeightQuad(const uint8_t* quants, const uint8x16_t high[2], int q, int8x16_t w[2]) {
+HWY_INLINE void WeightQuad(const uint8_t* quants, const uint8x16_t clear[2], int q, int8x16_t w[2]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
   KAKEYA_UNROLL
   for (int i = 0; i < 2; ++i) {
     if constexpr (kLayout == WeightLayout::kQ8_0x16) {
       w[i] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(quants + 64 * q + 16 * i), vdupq_n_u8(0x80)));
+    } else if constexpr (kP.high_bits != 0) {
+      const uint8x16_t raw = vld1q_u8(quants + 64 * (q % 4) + 16 * i);
+      const uint8x16_t fill = vtstq_u8(clear[i], vdupq_n_u8(static_cast<uint8_t>(1 << q)));
+      w[i] = vreinterpretq_s8_u8(q < 4 ? vbslq_u8(vdupq_n_u8(0x0F), raw, fill) : vsriq_n_u8(fill, raw, 4));
     } else {
       const uint8x16_t raw = vld1q_u8(quants + 64 * (q % 4) + 16 * i);
-      uint8x16_t u = q < 4 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4);
-      if constexpr (kP.high_bits != 0) {
-        const uint8x16_t bit = vshlq_u8(high[i], vdupq_n_s8(static_cast<int8_t>(4 - q)));  // right by q - 4 if q > 4
-        u = vorrq_u8(u, vandq_u8(bit, vdupq_n_u8(0x10)));
-      }
-      w[i] = vreinterpretq_s8_u8(u);
+      w[i] = vreinterpretq_s8_u8(q < 4 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
     }
   }
 }
 
+// What to add to the sum of weight bytes times activations to get the sum
+// of (u - bias) times activations: u - 16 for the fifth-bit layouts (above),
+// u itself for Q8_0 (its eor takes the 128 off), u - bias otherwise.
 template <WeightLayout kLayout>
 HWY_INLINE int32_t BiasOf(int16_t sum) {
   constexpr Packed32 kP = Packed32Of(kLayout);
-  return kLayout == WeightLayout::kQ8_0x16 ? 0 : -kP.bias * sum;
+  if constexpr (kLayout == WeightLayout::kQ8_0x16) return 0;
+  if constexpr (kP.high_bits != 0) return (16 - kP.bias) * sum;
+  return -kP.bias * sum;
 }
 
-// The fifth bits of the half group, if the layout has them.
+// The fifth bits of the half group, inverted, if the layout has them.
 template <WeightLayout kLayout>
-HWY_INLINE void LoadHigh(const uint8_t* blk, int half, uint8x16_t high[2]) {
+HWY_INLINE void LoadHigh(const uint8_t* blk, int half, uint8x16_t clear[2]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
   KAKEYA_UNROLL
-  for (int i = 0; i < 2; ++i) high[i] = kP.high_bits != 0 ? vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i) : vdupq_n_u8(0);
+  for (int i = 0; i < 2; ++i) {
+    clear[i] = kP.high_bits != 0 ? vmvnq_u8(vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i)) : vdupq_n_u8(0);
+    // Left visible, GCC 12 turns each quad's cmtst of ~high into bic +
+    // cmtst (one more instruction a quad): hide where clear came from.
+    asm("" : "+w"(clear[i]));
+  }
 }
 
 // Each tile row's 32 activations of the block: elements 0-15 and 16-31.
@@ -70,8 +84,8 @@ template <WeightLayout kLayout, int kR>
 HWY_INLINE void BlockSumsNeon(const uint8_t* blk, int half, const int8_t* const* xq, const int16_t* const* sums,
                               int32x4_t (*isum)[2]) {
   const uint8_t* quants = blk + Packed32Of(kLayout).quants + 32 * half;
-  uint8x16_t high[2];
-  LoadHigh<kLayout>(blk, half, high);
+  uint8x16_t clear[2];
+  LoadHigh<kLayout>(blk, half, clear);
   int8x16_t x[kR][2];  // the block's activations, quads 0-3 and 4-7
   LoadActivations<kR>(xq, x);
   int32x4_t pairs[kR][4];  // columns (0,1), (2,3), (4,5), (6,7): two int32 halves each
@@ -83,8 +97,8 @@ HWY_INLINE void BlockSumsNeon(const uint8_t* blk, int half, const int8_t* const*
   for (int q0 = 0; q0 < kQuads; q0 += 2) {
     const int q1 = q0 + 1;
     int8x16_t w0[2], w1[2];
-    WeightQuad<kLayout>(quants, high, q0, w0);
-    WeightQuad<kLayout>(quants, high, q1, w1);
+    WeightQuad<kLayout>(quants, clear, q0, w0);
+    WeightQuad<kLayout>(quants, clear, q1, w1);
     KAKEYA_UNROLL
     for (int r = 0; r < kR; ++r) {
       const int8x16_t x0 = BroadcastQuad(vreinterpretq_s32_s8(x[r][q0 / 4]), q0 % 4);
@@ -110,8 +124,8 @@ template <WeightLayout kLayout, int kR>
 HWY_INLINE KAKEYA_DOTPROD void BlockSumsDotprod(const uint8_t* blk, int half, const int8_t* const* xq,
                                                 const int16_t* const* sums, int32x4_t (*isum)[2]) {
   const uint8_t* quants = blk + Packed32Of(kLayout).quants + 32 * half;
-  uint8x16_t high[2];
-  LoadHigh<kLayout>(blk, half, high);
+  uint8x16_t clear[2];
+  LoadHigh<kLayout>(blk, half, clear);
   int8x16_t x[kR][2];  // the block's activations, quads 0-3 and 4-7
   LoadActivations<kR>(xq, x);
   KAKEYA_UNROLL
@@ -119,7 +133,7 @@ HWY_INLINE KAKEYA_DOTPROD void BlockSumsDotprod(const uint8_t* blk, int half, co
   KAKEYA_UNROLL
   for (int q = 0; q < kQuads; ++q) {
     int8x16_t w[2];
-    WeightQuad<kLayout>(quants, high, q, w);
+    WeightQuad<kLayout>(quants, clear, q, w);
     KAKEYA_UNROLL
     for (int r = 0; r < kR; ++r) {
       isum[r][0] = DotQuad(isum[r][0], w[0], x[r][q / 4], q % 4);
@@ -133,8 +147,8 @@ HWY_INLINE KAKEYA_I8MM void BlockSumsI8mm(const uint8_t* blk, int half, const in
                                           const int16_t* const* sums, int32x4_t (*isum)[2]) {
   constexpr int kPairs = (kR + 1) / 2;  // row pairs; an odd last row is paired with itself
   const uint8_t* quants = blk + Packed32Of(kLayout).quants + 32 * half;
-  uint8x16_t high[2];
-  LoadHigh<kLayout>(blk, half, high);
+  uint8x16_t clear[2];
+  LoadHigh<kLayout>(blk, half, clear);
   // m[p][cp]: rows 2p, 2p + 1 by columns 2cp, 2cp + 1, as smmla leaves them
   // (column 2cp row 2p, column 2cp row 2p + 1, column 2cp + 1 row 2p, ...).
   int8x16_t x[kR][2];  // the block's activations, elements 0-15 and 16-31
@@ -149,8 +163,8 @@ HWY_INLINE KAKEYA_I8MM void BlockSumsI8mm(const uint8_t* blk, int half, const in
   KAKEYA_UNROLL
   for (int e = 0; e < kQuads / 2; ++e) {
     int8x16_t wa[2], wb[2];
-    WeightQuad<kLayout>(quants, high, 2 * e, wa);
-    WeightQuad<kLayout>(quants, high, 2 * e + 1, wb);
+    WeightQuad<kLayout>(quants, clear, 2 * e, wa);
+    WeightQuad<kLayout>(quants, clear, 2 * e + 1, wb);
     int8x16_t w8[4];  // column pairs (0,1), (2,3), (4,5), (6,7), 8 bytes each
     KAKEYA_UNROLL
     for (int h = 0; h < 2; ++h) {
