@@ -4,6 +4,7 @@
 # random-weight bench models (written by tools/make_bench_model.cc).
 #
 #   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"] [--moe]
+#                                [--synthetic]
 #
 # --types takes any of
 #   f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32
@@ -18,6 +19,18 @@
 #       token, 6 GB in Q8_0; bench-g4moe-TYPE.gguf).
 # The default is the three that issue #8 is judged on; --moe adds the three that
 # issue #20 is judged on, moe-q8_0 moe-q4_k_m g4moe-q8_0 (--types "" --moe: only those).
+#
+# --synthetic adds issue #23's synthetic acceptance (--types "" --synthetic: only
+# that): drafts of a 2-layer draft model of the same vocabulary (bench-draft-q8_0,
+# n_embd 256, n_ff 768, 4/2 heads) accepted at random so that a verify step
+# commits TAU tokens on average, bonus included: Q8_0 and Q4_K_M at block 4
+# (3 drafts) with TAU 3, F16 at block 8 with TAU 5. kakeya runs `kakeya bench
+# spec --spec draft --synthetic-accept TAU` (plain decoding and the synthetic run
+# paired in one process); the reference runs llama-server (built on first use)
+# twice, without the draft model and with `--spec-type draft-simple
+# --spec-synth-len TAU`, drafting exactly block-1 tokens (--spec-draft-n-min =
+# n-max, --spec-draft-p-min 0); both generate the same number of tokens from the same prompt, greedy. Each engine's
+# speedup is against its own plain decoding in the same round.
 #
 # Everything of the reference (npm tarball, source, build, bench models, raw
 # results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
@@ -57,19 +70,23 @@ threads=2
 types="f16 q8_0 q4_k_m"
 moe_types="moe-q8_0 moe-q4_k_m g4moe-q8_0"
 moe=0
+synthetic=0
+synthetic_cases="q8_0:4:3 q4_k_m:4:3 f16:8:5"  # type:block:tau
+synthetic_tokens=128
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --types) types=$2; shift 2 ;;
     --moe) moe=1; shift ;;
+    --synthetic) synthetic=1; shift ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ "$moe" = 1 ]; then types="$types $moe_types"; fi
 types=$(echo "$types" | xargs)  # one space between types
-if [ -z "$types" ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
+if [ -z "$types" ] && [ "$synthetic" = 0 ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
 case "$scratch/" in
   "$repo"/*) echo "KAKEYA_REF_DIR ($scratch) must be outside the repository" >&2; exit 2 ;;
 esac
@@ -100,6 +117,10 @@ model_flags() {
     *) echo "--type $(type_of "$1") --shape 1b" ;;
   esac
 }
+synthetic_types=""
+if [ "$synthetic" = 1 ]; then
+  for c in $synthetic_cases; do synthetic_types="$synthetic_types ${c%%:*}"; done
+fi
 for t in $types; do
   type_of "$t" >/dev/null || { echo "compare-reference.sh: unknown type $t (see --help)" >&2; exit 2; }
 done
@@ -118,6 +139,13 @@ if [ ! -x "$llama_bench" ]; then
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF >/dev/null
   cmake --build llama.cpp/build --target llama-bench
 fi
+llama_server=$scratch/llama.cpp/build/bin/llama-server
+if [ "$synthetic" = 1 ] && [ ! -x "$llama_server" ]; then
+  echo "reference: building llama-server (for --synthetic; ~30-60 minutes on 2 cores)"
+  cmake -S "$scratch/llama.cpp" -B "$scratch/llama.cpp/build" -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$scratch/llama.cpp/build" --target llama-server
+fi
 
 # 2. kakeya (its own build folder) and the bench models (written to .part, then
 # renamed, so an interrupted run leaves no truncated model behind).
@@ -129,7 +157,13 @@ if ! cmake --build "$repo/build-compare" --target kakeya make-bench-model > "$sc
   exit 1
 fi
 kakeya=$repo/build-compare/bin/kakeya
-for t in $types; do
+draft_model=$scratch/models/bench-draft-q8_0.gguf
+if [ "$synthetic" = 1 ] && [ ! -f "$draft_model" ]; then
+  "$repo/build-compare/bin/make-bench-model" "$draft_model.part" --type Q8_0 --layers 2 --embd 256 --ff 768 \
+    --heads 4 --kv-heads 2
+  mv "$draft_model.part" "$draft_model"
+fi
+for t in $types $synthetic_types; do
   m=$(model_file "$t")
   if [ ! -f "$m" ]; then
     # shellcheck disable=SC2046  # the flags are words
@@ -171,7 +205,7 @@ done
 
 # 4. The table.
 # shellcheck disable=SC2086  # one argument per type
-python3 - "$out" "$rounds" $types <<'EOF'
+[ -z "$types" ] || python3 - "$out" "$rounds" $types <<'EOF'
 import json, os, statistics, sys
 out, rounds, types = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
@@ -224,4 +258,109 @@ print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for row in rows:
     print("| " + " | ".join(row) + " |")
+EOF
+
+# 5. Synthetic acceptance (--synthetic): per case, both reference servers
+# start once; each round then runs the reference's plain and synthetic
+# completions and, right after, kakeya's paired plain and synthetic runs.
+[ "$synthetic" = 1 ] || exit 0
+prompt=$out/synthetic-prompt.txt
+printf 'def parse_args(argv):\n    """Parse the command line of the tool."""\n' > "$prompt"
+port=${KAKEYA_REF_PORT:-18473}
+server_pids=()
+stop_servers() {
+  for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  server_pids=()
+}
+trap stop_servers EXIT
+start_server() {  # start_server NAME PORT ARGS...: llama-server in the background, until /health answers
+  local name=$1 p=$2; shift 2
+  "$llama_server" --host 127.0.0.1 --port "$p" -t "$threads" -c 1024 -np 1 --no-webui "$@" > "$out/$name.log" 2>&1 &
+  server_pids+=($!)
+  for _ in $(seq 1 1200); do
+    python3 -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$p/health', timeout=2)" \
+      2>/dev/null && return 0
+    if ! kill -0 "${server_pids[-1]}" 2>/dev/null; then
+      tail -5 "$out/$name.log" >&2
+      echo "compare-reference.sh: llama-server did not start (log: $out/$name.log)" >&2
+      exit 1
+    fi
+    sleep 0.5
+  done
+  echo "compare-reference.sh: llama-server not ready after 10 minutes (log: $out/$name.log)" >&2
+  exit 1
+}
+complete() {  # complete NAME PORT: one greedy completion of the prompt, the response to $out/NAME.json
+  if ! python3 - "$prompt" "$synthetic_tokens" "http://127.0.0.1:$2/completion" > "$out/$1.json" 2> "$out/$1.err" <<'EOF'
+import json, sys, urllib.request
+prompt, tokens, url = open(sys.argv[1]).read(), int(sys.argv[2]), sys.argv[3]
+body = {"prompt": prompt, "n_predict": tokens, "temperature": 0, "ignore_eos": True, "cache_prompt": False,
+        "seed": 1}
+request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+print(urllib.request.urlopen(request, timeout=3600).read().decode())
+EOF
+  then
+    tail -3 "$out/$1.err" >&2
+    echo "compare-reference.sh: llama-server request failed (log: $out/$1.err)" >&2
+    exit 1
+  fi
+}
+for c in $synthetic_cases; do
+  IFS=: read -r t block tau <<< "$c"
+  m=$(model_file "$t")
+  start_server "ref-plain-$t" "$port" -m "$m"
+  start_server "ref-synth-$t" "$((port + 1))" -m "$m" -md "$draft_model" --spec-type draft-simple \
+    --spec-draft-n-max "$((block - 1))" --spec-draft-n-min "$((block - 1))" --spec-draft-p-min 0 --spec-synth-len "$tau"
+  complete "warmup-ref-plain-$t" "$port"
+  complete "warmup-ref-synth-$t" "$((port + 1))"
+  for r in $(seq 1 "$rounds"); do
+    echo "round $r/$rounds: synthetic $t, block $block, tau $tau" >&2
+    complete "ref-plain-$t-$r" "$port"
+    complete "ref-synth-$t-$r" "$((port + 1))"
+    kak "synth-$t-$r" bench spec -m "$m" --draft "$draft_model" --spec draft --blocks "$block" \
+      --synthetic-accept "$tau" -n "$synthetic_tokens" --reps 1 --temp 0 --workload "file:$prompt" --allow-degenerate
+  done
+  stop_servers
+done
+
+python3 - "$out" "$rounds" $synthetic_cases <<'EOF'
+import json, os, statistics, sys
+out, rounds, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+
+def load(name):
+    path = f"{out}/{name}.json"
+    return json.load(open(path)) if os.path.exists(path) else None
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+def fmt(x, digits=2):
+    return "-" if x is None else f"{x:.{digits}f}"
+
+print(f"\nsynthetic acceptance, greedy, both engines against their own plain decoding; medians of {rounds} "
+      f"alternating rounds; raw results in {out}\n")
+head = ("type", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
+        "accepted len k / ref")
+print("| " + " | ".join(head) + " |")
+print("|" + "---|" * len(head))
+for case in cases:
+    t, block, tau = case.split(":")
+    drafts = int(block) - 1
+    k_plain, k_synth, k_speed, k_len, r_plain, r_synth, r_speed, r_len = ([] for _ in range(8))
+    for r in range(1, rounds + 1):
+        k = load(f"synth-{t}-{r}")
+        if k:
+            plain = next(x for x in k["results"] if x["method"] == "none")
+            synth = next(x for x in k["results"] if x["method"] == "draft")
+            k_plain.append(plain["decode_tok_s"]); k_synth.append(synth["decode_tok_s"])
+            k_speed.append(synth["speedup"]); k_len.append(synth["mean_accept_len"])
+        plain, synth = load(f"ref-plain-{t}-{r}")["timings"], load(f"ref-synth-{t}-{r}")["timings"]
+        r_plain.append(plain["predicted_per_second"]); r_synth.append(synth["predicted_per_second"])
+        r_speed.append(synth["predicted_per_second"] / plain["predicted_per_second"])
+        steps = synth.get("draft_n", 0) / drafts
+        r_len.append(1 + synth["draft_n_accepted"] / steps if steps else None)
+    print(f"| {t} | {block} | {tau} | {fmt(med(k_plain), 1)} / {fmt(med(r_plain), 1)} | "
+          f"{fmt(med(k_synth), 1)} / {fmt(med(r_synth), 1)} | {fmt(med(k_speed))}x / {fmt(med(r_speed))}x | "
+          f"{fmt(med(k_len))} / {fmt(med(r_len))} |")
 EOF
