@@ -338,8 +338,10 @@ def med(xs):
 def fmt(x, digits=2):
     return "-" if x is None else f"{x:.{digits}f}"
 
-print(f"\nsynthetic acceptance, greedy, both engines against their own plain decoding; medians of {rounds} "
-      f"alternating rounds; raw results in {out}\n")
+first = next((k for c in cases if (k := load(f"synth-{c.split(':')[0]}-1"))), None)
+where = f"{first['machine']} (kakeya target {first['cpu_target']}), {first['threads']} threads" if first else "?"
+print(f"\nsynthetic acceptance on {where}, greedy, both engines against their own plain decoding; medians of "
+      f"{rounds} alternating rounds; raw results in {out}\n")
 head = ("type", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
         "accepted len k / ref")
 print("| " + " | ".join(head) + " |")

@@ -12,14 +12,17 @@ namespace kakeya::cli {
 
 namespace {
 
-// The text after "name:" on the first /proc/cpuinfo line starting with name.
+// The value of the first /proc/cpuinfo line whose key is name ("key\t: value").
 std::string CpuInfoField(const std::string& name) {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name, 0) == 0 && line.find(':') != std::string::npos) {
-      const size_t start = line.find_first_not_of(" \t", line.find(':') + 1);
-      return start == std::string::npos ? "" : line.substr(start);
-    }
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);  // npos + 1 = 0: all blanks
+    if (key != name) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "" : line.substr(start);
   }
   return "";
 }
@@ -43,7 +46,15 @@ std::string CpuModel() {
 #if defined(__APPLE__)
   if (std::string brand = SysctlString("machdep.cpu.brand_string"); !brand.empty()) return brand;
 #endif
-  if (std::string model = CpuInfoField("model name"); !model.empty()) return model;
+  if (std::string model = CpuInfoField("model name"); !model.empty()) {
+    // A virtual machine may name only the brand ("AMD EPYC"); the family
+    // and model numbers still tell the core apart (AMD family 23 is Zen 1
+    // and 2, with half-width AVX2 units; 25 is Zen 3 and 4; 26 Zen 5), and
+    // speed figures mean little without them.
+    const std::string family = CpuInfoField("cpu family"), number = CpuInfoField("model");
+    if (!family.empty() && !number.empty()) model += " (family " + family + " model " + number + ")";
+    return model;
+  }
   // ARM Linux names the core only by its implementer and part numbers.
   if (std::string part = CpuInfoField("CPU part"); !part.empty()) {
     return "ARM implementer " + CpuInfoField("CPU implementer") + " part " + part;

@@ -8,7 +8,8 @@
 
 namespace kakeya::cli {
 
-// The CPU's model name from /proc/cpuinfo, or "unknown".
+// The CPU's model name from /proc/cpuinfo, with its family and model numbers
+// where it has them (x86), or "unknown".
 std::string CpuModel();
 // The SIMD-related CPU flags (avx2, fma, f16c, avx512*, amx*).
 std::vector<std::string> CpuFeatures();
