@@ -29,8 +29,9 @@
 # paired in one process); the reference runs llama-server (built on first use)
 # twice, without the draft model and with `--spec-type draft-simple
 # --spec-synth-len TAU`, drafting exactly block-1 tokens (--spec-draft-n-min =
-# n-max, --spec-draft-p-min 0); both generate the same number of tokens from the same prompt, greedy. Each engine's
-# speedup is against its own plain decoding in the same round.
+# n-max, --spec-draft-p-min 0); both generate the same number of tokens from
+# the same prompt, greedy. Each engine's speedup is against its own plain
+# decoding in the same round.
 #
 # Everything of the reference (npm tarball, source, build, bench models, raw
 # results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
@@ -141,7 +142,7 @@ if [ ! -x "$llama_bench" ]; then
 fi
 llama_server=$scratch/llama.cpp/build/bin/llama-server
 if [ "$synthetic" = 1 ] && [ ! -x "$llama_server" ]; then
-  echo "reference: building llama-server (for --synthetic; ~30-60 minutes on 2 cores)"
+  echo "reference: building llama-server (for --synthetic; ~10 minutes on 2 cores after llama-bench)"
   cmake -S "$scratch/llama.cpp" -B "$scratch/llama.cpp/build" -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$scratch/llama.cpp/build" --target llama-server
@@ -278,7 +279,7 @@ start_server() {  # start_server NAME PORT ARGS...: llama-server in the backgrou
   "$llama_server" --host 127.0.0.1 --port "$p" -t "$threads" -c 1024 -np 1 --no-webui "$@" > "$out/$name.log" 2>&1 &
   server_pids+=($!)
   for _ in $(seq 1 1200); do
-    python3 -c "import urllib.request, sys; urllib.request.urlopen('http://127.0.0.1:$p/health', timeout=2)" \
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$p/health', timeout=2)" \
       2>/dev/null && return 0
     if ! kill -0 "${server_pids[-1]}" 2>/dev/null; then
       tail -5 "$out/$name.log" >&2
@@ -323,6 +324,7 @@ for c in $synthetic_cases; do
   stop_servers
 done
 
+# shellcheck disable=SC2086  # one argument per case
 python3 - "$out" "$rounds" $synthetic_cases <<'EOF'
 import json, os, statistics, sys
 out, rounds, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
