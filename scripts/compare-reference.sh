@@ -204,95 +204,40 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-# 4. The table.
-# shellcheck disable=SC2086  # one argument per type
-[ -z "$types" ] || python3 - "$out" "$rounds" $types <<'EOF'
-import json, os, statistics, sys
-out, rounds, types = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-
-def load(name):
-    path = f"{out}/{name}.json"
-    return json.load(open(path)) if os.path.exists(path) else None
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-def fmt(x, digits=2):
-    return "-" if x is None else f"{x:.{digits}f}"
-
-cpu = next((c for t in types if (c := load(f"verify-{t}-1"))), None)
-if cpu:
-    where = f"{cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round)"
-else:
-    where = f"{load(f'ref-tg-{types[0]}-1')[0]['cpu_info']} (kakeya ran on no model)"
-print(f"\ncpu: {where}; medians of {rounds} alternating rounds (ratios: medians of the rounds' "
-      f"ratios); raw results in {out}\n")
-head = ("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
-        "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio")
-rows = []
-for t in types:
-    ref_tg, ref_pp, k_dec, k_ms = [], {}, [], {}
-    for r in range(1, rounds + 1):
-        ref_tg.append(load(f"ref-tg-{t}-{r}")[0]["avg_ts"])
-        for e in load(f"ref-pp-{t}-{r}"):
-            ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
-        run = load(f"run-{t}-{r}")
-        k_dec.append(run["timings"]["decode_tok_s"] if run else None)
-        ms = {}
-        for name in ("verify", "prefill"):
-            for row in (load(f"{name}-{t}-{r}") or {"rows": []})["rows"]:
-                ms[row["n"]] = row["ms"]
-        for n in (1, 4, 8, 16, 128):
-            k_ms.setdefault(n, []).append(ms.get(n))
-    per_round = range(rounds)
-    ratio = lambda a, b: None if a is None or b is None else a / b
-    dec_ratio = med(ratio(k_dec[i], ref_tg[i]) for i in per_round)
-    ref_cost = {n: med((n / ref_pp[n][i]) * ref_tg[i] for i in per_round) for n in (4, 8, 16)}
-    k_cost = {n: med(ratio(k_ms[n][i], k_ms[1][i]) for i in per_round) for n in (4, 8, 16)}
-    k_pp = [None if ms is None else 128e3 / ms for ms in k_ms[128]]
-    pp_ratio = med(ratio(k_pp[i], ref_pp[128][i]) for i in per_round)
-    rows.append((t, f"{fmt(med(k_dec), 1)} / {fmt(med(ref_tg), 1)}", fmt(dec_ratio),
-                 *[f"{fmt(k_cost[n])} / {fmt(ref_cost[n])}" for n in (4, 8, 16)],
-                 f"{fmt(med(k_pp), 1)} / {fmt(med(ref_pp[128]), 1)}", fmt(pp_ratio)))
-print("| " + " | ".join(head) + " |")
-print("|" + "---|" * len(head))
-for row in rows:
-    print("| " + " | ".join(row) + " |")
-EOF
-
-# 5. Synthetic acceptance (--synthetic): per case, both reference servers
+# 4. Synthetic acceptance (--synthetic): per case, both reference servers
 # start once; each round then runs the reference's plain and synthetic
 # completions and, right after, kakeya's paired plain and synthetic runs.
-[ "$synthetic" = 1 ] || exit 0
-prompt=$out/synthetic-prompt.txt
-printf 'def parse_args(argv):\n    """Parse the command line of the tool."""\n' > "$prompt"
-port=${KAKEYA_REF_PORT:-18473}
-server_pids=()
-stop_servers() {
-  for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+if [ "$synthetic" = 1 ]; then
+  prompt=$out/synthetic-prompt.txt
+  printf 'def parse_args(argv):\n    """Parse the command line of the tool."""\n' > "$prompt"
+  port=${KAKEYA_REF_PORT:-18473}
   server_pids=()
-}
-trap stop_servers EXIT
-start_server() {  # start_server NAME PORT ARGS...: llama-server in the background, until /health answers
-  local name=$1 p=$2; shift 2
-  "$llama_server" --host 127.0.0.1 --port "$p" -t "$threads" -c 1024 -np 1 --no-webui "$@" > "$out/$name.log" 2>&1 &
-  server_pids+=($!)
-  for _ in $(seq 1 1200); do
-    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$p/health', timeout=2)" \
-      2>/dev/null && return 0
-    if ! kill -0 "${server_pids[-1]}" 2>/dev/null; then
-      tail -5 "$out/$name.log" >&2
-      echo "compare-reference.sh: llama-server did not start (log: $out/$name.log)" >&2
-      exit 1
-    fi
-    sleep 0.5
-  done
-  echo "compare-reference.sh: llama-server not ready after 10 minutes (log: $out/$name.log)" >&2
-  exit 1
-}
-complete() {  # complete NAME PORT: one greedy completion of the prompt, the response to $out/NAME.json
-  if ! python3 - "$prompt" "$synthetic_tokens" "http://127.0.0.1:$2/completion" > "$out/$1.json" 2> "$out/$1.err" <<'EOF'
+  stop_servers() {
+    for pid in "${server_pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    server_pids=()
+  }
+  trap stop_servers EXIT
+  start_server() {  # start_server NAME PORT ARGS...: llama-server in the background, until /health answers
+    local name=$1 p=$2; shift 2
+    "$llama_server" --host 127.0.0.1 --port "$p" -t "$threads" -c 1024 -np 1 --no-webui "$@" \
+      > "$out/$name.log" 2>&1 &
+    server_pids+=($!)
+    for _ in $(seq 1 1200); do
+      python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$p/health', timeout=2)" \
+        2>/dev/null && return 0
+      if ! kill -0 "${server_pids[-1]}" 2>/dev/null; then
+        tail -5 "$out/$name.log" >&2
+        echo "compare-reference.sh: llama-server did not start (log: $out/$name.log)" >&2
+        exit 1
+      fi
+      sleep 0.5
+    done
+    echo "compare-reference.sh: llama-server not ready after 10 minutes (log: $out/$name.log)" >&2
+    exit 1
+  }
+  complete() {  # complete NAME PORT: one greedy completion of the prompt, the response to $out/NAME.json
+    local url="http://127.0.0.1:$2/completion"
+    if ! python3 - "$prompt" "$synthetic_tokens" "$url" > "$out/$1.json" 2> "$out/$1.err" <<'EOF'
 import json, sys, urllib.request
 prompt, tokens, url = open(sys.argv[1]).read(), int(sys.argv[2]), sys.argv[3]
 body = {"prompt": prompt, "n_predict": tokens, "temperature": 0, "ignore_eos": True, "cache_prompt": False,
@@ -300,34 +245,39 @@ body = {"prompt": prompt, "n_predict": tokens, "temperature": 0, "ignore_eos": T
 request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
 print(urllib.request.urlopen(request, timeout=3600).read().decode())
 EOF
-  then
-    tail -3 "$out/$1.err" >&2
-    echo "compare-reference.sh: llama-server request failed (log: $out/$1.err)" >&2
-    exit 1
-  fi
-}
-for c in $synthetic_cases; do
-  IFS=: read -r t block tau <<< "$c"
-  m=$(model_file "$t")
-  start_server "ref-plain-$t" "$port" -m "$m"
-  start_server "ref-synth-$t" "$((port + 1))" -m "$m" -md "$draft_model" --spec-type draft-simple \
-    --spec-draft-n-max "$((block - 1))" --spec-draft-n-min "$((block - 1))" --spec-draft-p-min 0 --spec-synth-len "$tau"
-  complete "warmup-ref-plain-$t" "$port"
-  complete "warmup-ref-synth-$t" "$((port + 1))"
-  for r in $(seq 1 "$rounds"); do
-    echo "round $r/$rounds: synthetic $t, block $block, tau $tau" >&2
-    complete "ref-plain-$t-$r" "$port"
-    complete "ref-synth-$t-$r" "$((port + 1))"
-    kak "synth-$t-$r" bench spec -m "$m" --draft "$draft_model" --spec draft --blocks "$block" \
-      --synthetic-accept "$tau" -n "$synthetic_tokens" --reps 1 --temp 0 --workload "file:$prompt" --allow-degenerate
+    then
+      tail -3 "$out/$1.err" >&2
+      echo "compare-reference.sh: llama-server request failed (log: $out/$1.err)" >&2
+      exit 1
+    fi
+  }
+  for c in $synthetic_cases; do
+    IFS=: read -r t block tau <<< "$c"
+    m=$(model_file "$t")
+    start_server "ref-plain-$t" "$port" -m "$m"
+    start_server "ref-synth-$t" "$((port + 1))" -m "$m" -md "$draft_model" --spec-type draft-simple \
+      --spec-draft-n-max "$((block - 1))" --spec-draft-n-min "$((block - 1))" --spec-draft-p-min 0 \
+      --spec-synth-len "$tau"
+    complete "warmup-ref-plain-$t" "$port"
+    complete "warmup-ref-synth-$t" "$((port + 1))"
+    for r in $(seq 1 "$rounds"); do
+      echo "round $r/$rounds: synthetic $t, block $block, tau $tau" >&2
+      complete "ref-plain-$t-$r" "$port"
+      complete "ref-synth-$t-$r" "$((port + 1))"
+      kak "synth-$t-$r" bench spec -m "$m" --draft "$draft_model" --spec draft --blocks "$block" \
+        --synthetic-accept "$tau" -n "$synthetic_tokens" --reps 1 --temp 0 --workload "file:$prompt" \
+        --allow-degenerate
+    done
+    stop_servers
   done
-  stop_servers
-done
+fi
 
-# shellcheck disable=SC2086  # one argument per case
-python3 - "$out" "$rounds" $synthetic_cases <<'EOF'
+# 5. The tables: the engines side by side on the --types models, then the
+# synthetic acceptance cases (--synthetic).
+[ "$synthetic" = 1 ] || synthetic_cases=""
+python3 - "$out" "$rounds" "$types" "$synthetic_cases" <<'EOF'
 import json, os, statistics, sys
-out, rounds, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, rounds, types, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 
 def load(name):
     path = f"{out}/{name}.json"
@@ -340,31 +290,75 @@ def med(xs):
 def fmt(x, digits=2):
     return "-" if x is None else f"{x:.{digits}f}"
 
-first = next((k for c in cases if (k := load(f"synth-{c.split(':')[0]}-1"))), None)
-where = f"{first['machine']} (kakeya target {first['cpu_target']}), {first['threads']} threads" if first else "?"
-print(f"\nsynthetic acceptance on {where}, greedy, both engines against their own plain decoding; medians of "
-      f"{rounds} alternating rounds; raw results in {out}\n")
-head = ("type", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
-        "accepted len k / ref")
-print("| " + " | ".join(head) + " |")
-print("|" + "---|" * len(head))
-for case in cases:
-    t, block, tau = case.split(":")
-    drafts = int(block) - 1
-    k_plain, k_synth, k_speed, k_len, r_plain, r_synth, r_speed, r_len = ([] for _ in range(8))
-    for r in range(1, rounds + 1):
-        k = load(f"synth-{t}-{r}")
-        if k:
-            plain = next(x for x in k["results"] if x["method"] == "none")
-            synth = next(x for x in k["results"] if x["method"] == "draft")
-            k_plain.append(plain["decode_tok_s"]); k_synth.append(synth["decode_tok_s"])
-            k_speed.append(synth["speedup"]); k_len.append(synth["mean_accept_len"])
-        plain, synth = load(f"ref-plain-{t}-{r}")["timings"], load(f"ref-synth-{t}-{r}")["timings"]
-        r_plain.append(plain["predicted_per_second"]); r_synth.append(synth["predicted_per_second"])
-        r_speed.append(synth["predicted_per_second"] / plain["predicted_per_second"])
-        steps = synth.get("draft_n", 0) / drafts
-        r_len.append(1 + synth["draft_n_accepted"] / steps if steps else None)
-    print(f"| {t} | {block} | {tau} | {fmt(med(k_plain), 1)} / {fmt(med(r_plain), 1)} | "
-          f"{fmt(med(k_synth), 1)} / {fmt(med(r_synth), 1)} | {fmt(med(k_speed))}x / {fmt(med(r_speed))}x | "
-          f"{fmt(med(k_len))} / {fmt(med(r_len))} |")
+def table(head, rows):
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+if types:
+    cpu = next((c for t in types if (c := load(f"verify-{t}-1"))), None)
+    if cpu:
+        where = f"{cpu['cpu']} ({cpu['features']}), roofline {cpu['roofline_gbps']:.1f} GB/s (first round)"
+    else:
+        where = f"{load(f'ref-tg-{types[0]}-1')[0]['cpu_info']} (kakeya ran on no model)"
+    print(f"\ncpu: {where}; medians of {rounds} alternating rounds (ratios: medians of the rounds' "
+          f"ratios); raw results in {out}\n")
+    rows = []
+    for t in types:
+        ref_tg, ref_pp, k_dec, k_ms = [], {}, [], {}
+        for r in range(1, rounds + 1):
+            ref_tg.append(load(f"ref-tg-{t}-{r}")[0]["avg_ts"])
+            for e in load(f"ref-pp-{t}-{r}"):
+                ref_pp.setdefault(e["n_prompt"], []).append(e["avg_ts"])
+            run = load(f"run-{t}-{r}")
+            k_dec.append(run["timings"]["decode_tok_s"] if run else None)
+            ms = {}
+            for name in ("verify", "prefill"):
+                for row in (load(f"{name}-{t}-{r}") or {"rows": []})["rows"]:
+                    ms[row["n"]] = row["ms"]
+            for n in (1, 4, 8, 16, 128):
+                k_ms.setdefault(n, []).append(ms.get(n))
+        per_round = range(rounds)
+        ratio = lambda a, b: None if a is None or b is None else a / b
+        dec_ratio = med(ratio(k_dec[i], ref_tg[i]) for i in per_round)
+        ref_cost = {n: med((n / ref_pp[n][i]) * ref_tg[i] for i in per_round) for n in (4, 8, 16)}
+        k_cost = {n: med(ratio(k_ms[n][i], k_ms[1][i]) for i in per_round) for n in (4, 8, 16)}
+        k_pp = [None if ms is None else 128e3 / ms for ms in k_ms[128]]
+        pp_ratio = med(ratio(k_pp[i], ref_pp[128][i]) for i in per_round)
+        rows.append((t, f"{fmt(med(k_dec), 1)} / {fmt(med(ref_tg), 1)}", fmt(dec_ratio),
+                     *[f"{fmt(k_cost[n])} / {fmt(ref_cost[n])}" for n in (4, 8, 16)],
+                     f"{fmt(med(k_pp), 1)} / {fmt(med(ref_pp[128]), 1)}", fmt(pp_ratio)))
+    table(("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
+           "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio"), rows)
+
+if cases:
+    first = next((k for c in cases if (k := load(f"synth-{c.split(':')[0]}-1"))), None)
+    where = (f"{first['machine']} (kakeya target {first['cpu_target']}), {first['threads']} threads"
+             if first else "?")
+    print(f"\nsynthetic acceptance on {where}, greedy, both engines against their own plain decoding; "
+          f"medians of {rounds} alternating rounds; raw results in {out}\n")
+    rows = []
+    for case in cases:
+        t, block, tau = case.split(":")
+        drafts = int(block) - 1
+        k_plain, k_synth, k_speed, k_len, r_plain, r_synth, r_speed, r_len = ([] for _ in range(8))
+        for r in range(1, rounds + 1):
+            k = load(f"synth-{t}-{r}")
+            if k:
+                plain = next(x for x in k["results"] if x["method"] == "none")
+                synth = next(x for x in k["results"] if x["method"] == "draft")
+                k_plain.append(plain["decode_tok_s"]); k_synth.append(synth["decode_tok_s"])
+                k_speed.append(synth["speedup"]); k_len.append(synth["mean_accept_len"])
+            plain, synth = load(f"ref-plain-{t}-{r}")["timings"], load(f"ref-synth-{t}-{r}")["timings"]
+            r_plain.append(plain["predicted_per_second"]); r_synth.append(synth["predicted_per_second"])
+            r_speed.append(synth["predicted_per_second"] / plain["predicted_per_second"])
+            steps = synth.get("draft_n", 0) / drafts
+            r_len.append(1 + synth["draft_n_accepted"] / steps if steps else None)
+        rows.append((t, block, tau, f"{fmt(med(k_plain), 1)} / {fmt(med(r_plain), 1)}",
+                     f"{fmt(med(k_synth), 1)} / {fmt(med(r_synth), 1)}",
+                     f"{fmt(med(k_speed))}x / {fmt(med(r_speed))}x",
+                     f"{fmt(med(k_len))} / {fmt(med(r_len))}"))
+    table(("type", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
+           "accepted len k / ref"), rows)
 EOF

@@ -321,11 +321,11 @@ void DFlashDrafter::StoreKeysValues(const Layer& L, LayerCache& cache, int pos0,
   }
 }
 
-// One forward of the block's first n_out + 1 rows: Qwen3-style layers, x += Wo attn(rms(x)) and
-// x += down(act(gate h) * up h) with h = rms(x), then the head on the
-// proposal rows.
+// One forward of the block's first n_out + 1 rows: Qwen3-style layers,
+// x += Wo attn(rms(x)) and x += down(act(gate h) * up h) with h = rms(x),
+// then the head on the proposal rows.
 void DFlashDrafter::RunBlock(TokenId id_last, int pos0, int n_out) {
-  const int B = n_out + 1;
+  const int B = n_out + 1;  // rows run
   const size_t D = n_embd_;
   float* const x = x_.get();
   for (int r = 0; r < B; ++r) {

@@ -72,7 +72,8 @@ class DFlashDrafter final : public Drafter {
   // Finishes the keys and values the projections wrote at positions pos0 ..
   // pos0 + n - 1 of the layer's cache: values from keys, key norm, RoPE.
   void StoreKeysValues(const Layer& L, LayerCache& cache, int pos0, int n);
-  // The block forward: rows 1 .. n_out get logits. Its parts, on block_size rows.
+  // The block forward on its first n_out + 1 rows: rows 1 .. n_out get
+  // logits. Its parts take the row count.
   void RunBlock(TokenId id_last, int pos0, int n_out);
   void RmsNormRows(const float* in, const float* weight, int n, float* out) const;
   void BlockAttention(const Layer& L, LayerCache& cache, int pos0, int rows);

@@ -8,8 +8,8 @@
 // meeting activation quad q of every row; Q8_0's u = q + 128 goes back to q
 // with one eor, so its bias term vanishes; the 4-bit types keep u and
 // subtract bias * sum(q_x); the 5-bit ones become u - 16 (WeightQuad) and
-// correct by the difference (BiasOf). Three forms of the quad products, all exact
-// int32 sums, so every form gives the portable kernel's bits:
+// correct by the difference (BiasOf). Three forms of the quad products, all
+// exact int32 sums, so every form gives the portable kernel's bits:
 //   kNeon     smull / smlal two quads into int16 (|q * x| <= 128 * 127, two
 //             fit), sadalp into int32 column pairs, one addp per block;
 //   kDotprod  sdot: 4 columns x 4 bytes against a broadcast quad;
@@ -63,10 +63,14 @@ HWY_INLINE void LoadHigh(const uint8_t* blk, int half, uint8x16_t clear[2]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
   KAKEYA_UNROLL
   for (int i = 0; i < 2; ++i) {
-    clear[i] = kP.high_bits != 0 ? vmvnq_u8(vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i)) : vdupq_n_u8(0);
-    // Left visible, GCC 12 turns each quad's cmtst of ~high into bic +
-    // cmtst (one more instruction a quad): hide where clear came from.
-    asm("" : "+w"(clear[i]));
+    if constexpr (kP.high_bits != 0) {
+      clear[i] = vmvnq_u8(vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i));
+      // Left visible, GCC 12 turns each quad's cmtst of ~high into bic +
+      // cmtst (one more instruction a quad): hide where clear came from.
+      asm("" : "+w"(clear[i]));
+    } else {
+      clear[i] = vdupq_n_u8(0);
+    }
   }
 }
 
