@@ -9,6 +9,7 @@
 Both carry the target's vocabulary (tokenizer.ggml.*, copied from the target file).
 """
 import math
+import os
 
 import export_gguf
 import gguf_reader as gr
@@ -115,3 +116,68 @@ def export_mtp(model, target_gguf, path, name, matrix_type="q8_0"):
     add_vocab(w, g)
     _tensors(w, model.state_dict(), lambda n: mtp_tensor_name(n, model.il), matrix_type)
     w.write(path)
+
+
+def import_dflash(path):
+    """The inverse of export_dflash: a DFlash GGUF as a drafters.DFlash (float32, dequantized),
+    so that a shipped drafter can be trained further (train_drafters.py --dflash-init)."""
+    import torch
+    import drafters as D
+    g, p = gr.GgufFile(path), "dflash."
+    if g.kv.get("general.architecture") != "dflash":
+        raise ValueError(f"{path}: general.architecture is not dflash")
+    cfg = D.DFlashConfig(n_vocab=len(g.kv["tokenizer.ggml.tokens"]), n_embd=g.kv[p + "embedding_length"],
+                         n_layer=g.kv[p + "block_count"], n_head=g.kv[p + "attention.head_count"],
+                         n_head_kv=g.kv[p + "attention.head_count_kv"], head_dim=g.kv[p + "attention.key_length"],
+                         n_ff=g.kv[p + "feed_forward_length"], block_size=g.kv[p + "block_size"],
+                         target_layers=tuple(g.kv[p + "target_layers"]), rope_base=g.kv[p + "rope.freq_base"],
+                         norm_eps=g.kv[p + "attention.layer_norm_rms_epsilon"],
+                         mask_id=g.kv["tokenizer.ggml.mask_token_id"], n_ctx=g.kv[p + "context_length"])
+    if not math.isclose(g.kv[p + "attention.scale"], cfg.attn_scale, rel_tol=1e-6):
+        raise ValueError(f"{path}: {p}attention.scale is not 1/sqrt(head_dim); drafters.DFlash cannot express it")
+    model = D.DFlash(cfg)
+    model.load_state_dict({n: torch.from_numpy(g.tensor(dflash_tensor_name(n))) for n in model.state_dict()})
+    return model.eval()
+
+
+def import_mtp(path, target_path):
+    """The inverse of export_mtp: an MTP sidecar GGUF of the target at target_path as a drafters.MTP."""
+    import torch
+    import drafters as D
+    g = gr.GgufFile(path)
+    target_cfg = gr.gemma3_config(gr.GgufFile(target_path))
+    model = D.MTP(target_cfg)
+    if g.kv.get(g.kv.get("general.architecture", "") + ".block_count") != model.il + 1:
+        raise ValueError(f"{path}: not an MTP sidecar of {target_path} (block_count is not its layers + 1)")
+    model.load_state_dict({n: torch.from_numpy(g.tensor(mtp_tensor_name(n, model.il)))
+                           for n in model.state_dict()})
+    return model.eval(), target_cfg
+
+
+def main():
+    """Writes a shipped drafter GGUF back as a finished training checkpoint (F16 weights and the
+    config, as train_drafters.py saves them), for --dflash-init, or as OUT/mtp.pt so that a
+    DFlash-only run skips the MTP stage."""
+    import argparse
+    import torch
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("kind", choices=["dflash", "mtp"])
+    ap.add_argument("gguf")
+    ap.add_argument("out_pt")
+    ap.add_argument("--target", help="the target GGUF (mtp only)")
+    a = ap.parse_args()
+    if a.kind == "dflash":
+        model = import_dflash(a.gguf)
+        config = model.cfg.to_dict()
+    else:
+        if not a.target:
+            ap.error("mtp needs --target")
+        model, target_cfg = import_mtp(a.gguf, a.target)
+        config = target_cfg.to_dict()
+    torch.save({"config": config, "model": {k: v.half() for k, v in model.state_dict().items()},
+                "info": {"imported_from": os.path.basename(a.gguf)}}, a.out_pt)
+    print(f"{a.gguf} -> {a.out_pt} ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params)")
+
+
+if __name__ == "__main__":
+    main()

@@ -82,6 +82,8 @@ def generate(target, pools, count, device, seed, budget_s=None, batch=1024, n_ct
     held-out sets. Stops starting batches after budget_s seconds. Returns [(tokens, n_prompt)]."""
     g = np.random.default_rng(seed)
     lengths = sorted(c for c in pools if pools[c])
+    if not lengths:
+        raise SystemExit("--generate: no prompt windows (every file excluded, or all shorter than the prompt lengths)")
     out = []
     t0 = time.time()
     # Lengths take turns batch by batch, so that a budget cut leaves every length represented.
