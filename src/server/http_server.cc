@@ -182,7 +182,11 @@ int HttpServer::Bind() {
   return port;
 }
 
-void HttpServer::Serve() { http_->listen_after_bind(); }
+void HttpServer::Serve() {
+  serving_ = true;
+  if (!stop_requested_) http_->listen_after_bind();
+  serving_ = false;
+}
 
 void HttpServer::Drain() { draining_ = true; }
 
@@ -194,6 +198,11 @@ void HttpServer::Stop() {
   while (completions_.open_jobs() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // httplib's stop() does nothing until the listening loop runs: a Serve
+  // that got past its check of stop_requested_ is waited for (or its failed
+  // start: it returns).
+  stop_requested_ = true;
+  while (serving_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

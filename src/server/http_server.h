@@ -46,7 +46,9 @@ class HttpServer {
   // Answers new requests with 503 while the running ones go on.
   void Drain();
   // Drains, waits (5 s at most) for the responses in progress to be
-  // written, then closes the listening socket; Serve returns.
+  // written, then closes the listening socket; Serve returns. Called before
+  // Serve has started listening (a signal during start-up), Serve does not
+  // start, or returns at once.
   void Stop();
 
  private:
@@ -60,6 +62,8 @@ class HttpServer {
   CompletionEndpoint completions_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> serving_{false};  // inside Serve
   const int64_t started_;  // Unix seconds, the models' "created"
 };
 
