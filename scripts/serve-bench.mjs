@@ -9,7 +9,9 @@
 // Python from a fixed list, so runs compare), one after another. Prints per
 // (spec, clients): aggregate generated tok/s over the wall time, mean time
 // to first token, mean accepted draft length, and the draft policy's choice
-// (/metrics kakeya_drafts_per_slot) at that concurrency; --json prints the rows.
+// (/metrics kakeya_drafts_per_slot) at that concurrency, and from /metrics
+// the forwards' rows and milliseconds and the share of the wall time spent in
+// them; --json prints the rows.
 import { performance } from 'node:perf_hooks';
 
 import { metric, readMetrics, sseChunks, startServer } from '../tests/server/server_process.mjs';
@@ -51,6 +53,7 @@ const rows = [];
 for (const spec of SPECS) {
   const server = await startServer(BIN, ['--spec', spec, '--slots', String(Math.max(...CLIENTS)), ...SERVE_FLAGS]);
   await streamOnce(server.url, PROMPTS[0]);  // warm-up
+  let before = await readMetrics(server.url);
   for (const clients of CLIENTS) {
     const t0 = performance.now();
     const results = (await Promise.all(Array.from({ length: clients }, async (_, c) => {
@@ -63,11 +66,21 @@ for (const spec of SPECS) {
     const steps = results.reduce((a, r) => a + (r.spec?.steps ?? 0), 0);
     const accepted = results.reduce((a, r) => a + (r.spec?.accepted ?? 0), 0);
     const m = await readMetrics(server.url);
+    const delta = (name) => metric(m, name) - metric(before, name);
+    const nSteps = delta('kakeya_steps_total');
+    const busySeconds = delta('kakeya_busy_seconds_total');
+    const stepRows = delta('kakeya_step_rows_total');
+    before = m;
     rows.push({
       spec, clients, tok_s: tokens / seconds,
       ttft_ms: results.reduce((a, r) => a + r.ttft, 0) / results.length,
       mean_accept_len: steps > 0 ? (steps + accepted) / steps : null,
       drafts_per_slot: metric(m, `kakeya_drafts_per_slot{decoding_slots="${clients}"}`),
+      // The scheduler's side: rows per forward, ms per forward, and the share
+      // of the wall time spent in forwards (the rest: HTTP, queueing, idle).
+      rows_per_step: nSteps > 0 ? stepRows / nSteps : 0,
+      ms_per_step: nSteps > 0 ? 1000 * busySeconds / nSteps : 0,
+      busy_share: busySeconds / seconds,
     });
   }
   await server.terminate();
@@ -76,10 +89,11 @@ for (const spec of SPECS) {
 if (args.includes('--json')) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
-  console.log('spec   clients   tok/s   ttft ms   accept len   drafts/slot');
+  console.log('spec   clients   tok/s   ttft ms   accept len   drafts/slot   rows/step   ms/step   busy');
   for (const r of rows) {
     console.log(`${r.spec.padEnd(6)} ${String(r.clients).padStart(7)} ${r.tok_s.toFixed(1).padStart(7)} ` +
       `${r.ttft_ms.toFixed(1).padStart(9)} ${(r.mean_accept_len?.toFixed(2) ?? '-').padStart(12)} ` +
-      `${r.drafts_per_slot.toFixed(2).padStart(13)}`);
+      `${r.drafts_per_slot.toFixed(2).padStart(13)} ${r.rows_per_step.toFixed(2).padStart(11)} ` +
+      `${r.ms_per_step.toFixed(1).padStart(9)} ${(100 * r.busy_share).toFixed(0).padStart(5)}%`);
   }
 }

@@ -202,6 +202,26 @@ TEST(SpeculativeLosslessSweep, LongGenerationsAcrossRingWrapsAllBlockSizes) {
   CheckModel("tiny-gemma3-f32", 2000, {3, 16, 0}, 2);
 }
 
+// The cost line's slope: where the rows vary, the measured one; where they
+// hardly vary (a server full of plain rows, drafting now and then), timing
+// noise cannot tell it, and it stays near the prior (a tenth of a step per
+// row) instead of tilting to nearly free rows.
+TEST(StepCost, RowCostFollowsVaryingRowsAndKeepsThePriorWhereTheyDoNot) {
+  StepCost varying;
+  for (int i = 0; i < 200; ++i) varying.Observe(i % 8, 40.0 + 0.5 * (i % 8));  // 0.5 ms per row
+  EXPECT_GT(varying.RowMs(), 0.25);
+  EXPECT_LT(varying.RowMs(), 0.03 * 40.0) << "rows that vary by +-2.3 must outweigh the prior";
+  EXPECT_NEAR(varying.PlainMs(3), 41.5, 1.0);  // the line goes through the data's middle
+
+  StepCost flat;  // 8 rows, one more every tenth step, with +-3 ms of noise that
+  for (int i = 0; i < 200; ++i) {  // happens to favour the wider steps
+    const int extra = 7 + (i % 10 == 0);
+    flat.Observe(extra, 48.0 + (i % 10 == 0 ? -1.0 : (i % 2 ? 3.0 : -3.0)));
+  }
+  EXPECT_GT(flat.RowMs(), 0.05 * 48.0) << "a handful of wider steps made rows look free";
+  EXPECT_LT(flat.RowMs(), 0.2 * 48.0);
+}
+
 TEST(Speculative, RejectsBadBlockSizes) {
   const std::unique_ptr<Model> model = Model::Load(ModelPath("tiny-draft-f32"));
   Context ctx(*model, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 1});

@@ -19,6 +19,7 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 constexpr double kDecay = 0.9;
 constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
 constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
+constexpr double kPriorRowSpread = 1;  // the prior slope's weight, as a variance of the rows
 constexpr int kProbeEvery = 8;
 constexpr int kParkAfter = 32;         // steps in a row where plain decoding beats every draft length
 constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
@@ -89,9 +90,15 @@ void StepCost::AddPoint(double x, double y) {
   xy_ = kDecay * xy_ + x * y;
 }
 
+// Least squares, pulled toward the prior slope (kPriorRowCost of the mean
+// step) as if the rows had varied by kPriorRowSpread around their mean: where
+// the recent steps' row counts hardly vary (a server full of plain rows,
+// drafting now and then), their timing noise cannot tell the slope, and a
+// slope of nearly zero would make drafts look free.
 double StepCost::SlopeMs() const {
-  const double spread = w_ * xx_ - x_ * x_;
-  return spread > 1e-9 ? (w_ * xy_ - x_ * y_) / spread : 0;
+  const double spread = w_ * xx_ - x_ * x_;  // w^2 * variance of the rows
+  const double prior = kPriorRowSpread * w_ * w_;
+  return ((w_ * xy_ - x_ * y_) + prior * kPriorRowCost * (y_ / w_)) / (spread + prior);
 }
 
 double StepCost::BaseMs() const {
