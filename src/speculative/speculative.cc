@@ -71,8 +71,9 @@ double SyntheticRate(double tau, int m) {
 
 // The cost line. Before any timing: a prior line at kPriorRowCost of a
 // step through the first step's cost, worth two steps, so that the first
-// fits are sane; its slope is kept within [1%, 100%] of the mean (timing
-// noise on a busy machine can tilt a fit anywhere).
+// fits are sane; after that the slope is still pulled toward that prior
+// (SlopeMs) and kept within [1%, 100%] of the mean (timing noise on a busy
+// machine can tilt a fit anywhere).
 void StepCost::Observe(int extra_rows, double ms) {
   if (w_ == 0) {
     const double base = ms / (1 + kPriorRowCost * extra_rows);

@@ -159,7 +159,7 @@ def main():
     config, as train_drafters.py saves them), for --dflash-init, or as OUT/mtp.pt so that a
     DFlash-only run skips the MTP stage."""
     import argparse
-    import torch
+    from train_drafters import save_finished
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("kind", choices=["dflash", "mtp"])
     ap.add_argument("gguf")
@@ -174,8 +174,7 @@ def main():
             ap.error("mtp needs --target")
         model, target_cfg = import_mtp(a.gguf, a.target)
         config = target_cfg.to_dict()
-    torch.save({"config": config, "model": {k: v.half() for k, v in model.state_dict().items()},
-                "info": {"imported_from": os.path.basename(a.gguf)}}, a.out_pt)
+    save_finished(a.out_pt, model, config, {"imported_from": os.path.basename(a.gguf)})
     print(f"{a.gguf} -> {a.out_pt} ({sum(p.numel() for p in model.parameters()) / 1e6:.2f}M params)")
 
 
