@@ -20,7 +20,9 @@ constexpr double kDecay = 0.9;
 constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
 constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
 constexpr double kPriorRowSpread = 1;  // the prior slope's weight, as a variance of the rows
-constexpr int kProbeEvery = 8;
+constexpr int kProbeEvery = 8;         // plain steps between probes, at least
+constexpr double kMinGain = 0.03;      // expected rate gain below which a draft is not worth its risk
+constexpr double kProbeShare = 0.02;   // of a step's time that the probes of all its sequences may take
 constexpr int kParkAfter = 32;         // steps in a row where plain decoding beats every draft length
 constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
 
@@ -237,12 +239,27 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
     if (rate > best_rate) best = n, best_rate = rate;
   }
   const bool upkeep_loses = upkeep_ms_ > kFreeUpkeep * base && best_rate < (others.tokens + 1) / base;
+  // Both sides of the rate are estimates (a decayed acceptance, picked when
+  // it looks high; a straight cost line through a forward whose rows come in
+  // tiles of 8, where a ninth row costs ~15% of a step, not the line's ~8%):
+  // a draft expected to gain less than kMinGain is as likely to lose, and
+  // beside 7 other sequences every draft is such a one.
+  const double plain_rate = (others.tokens + 1) / (base + upkeep_ms_);
+  if (best > 0 && best_rate < (1 + kMinGain) * plain_rate) best = 0;
   losing_steps_ = upkeep_loses ? losing_steps_ + 1 : 0;
   if (losing_steps_ >= kParkAfter) {
     parked_ = true;
     return 0;
   }
-  if (best == 0 && ++policy.plain_steps % kProbeEvery == 0) best = 1;
+  // A probe (one draft) keeps the acceptance estimate current, so that
+  // drafting resumes when it pays again. Every sequence in the step probes,
+  // and each probe row costs the whole step's tokens its time: space them so
+  // that together they take at most kProbeShare of the step (at 8 sequences
+  // on a compute-bound forward, a probe every 8 steps each was 1 row in 9).
+  const double sequences = others.rows + 1;
+  const double interval = std::max<double>(kProbeEvery, sequences * per_draft / (kProbeShare * base));
+  if (best == 0 && ++policy.plain_steps >= interval) best = 1;
+  if (best > 0) policy.plain_steps = 0;
   return best;
 }
 
