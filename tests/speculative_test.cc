@@ -455,7 +455,9 @@ void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& p
     const GenerateResult r =
         GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = 3, .verify = verify}, nullptr, &stats);
     ASSERT_EQ(r.tokens.size(), 3u);
-    if (verify == SampledVerify::kMatch) ASSERT_EQ(r.tokens, Generate(ctx, prompt, o, nullptr).tokens) << seed;
+    if (verify == SampledVerify::kMatch) {
+      ASSERT_EQ(r.tokens, Generate(ctx, prompt, o, nullptr).tokens) << seed;
+    }
     ++count1[r.tokens[1]];
     ++count2[r.tokens[2]];
     drafted += stats.drafted;
