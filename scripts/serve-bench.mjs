@@ -65,10 +65,11 @@ async function measure(server, spec, clients) {
     return out;
   }))).flat();
   const seconds = (performance.now() - t0) / 1000;
-  const tokens = results.reduce((a, r) => a + r.tokens, 0);
-  const steps = results.reduce((a, r) => a + (r.spec?.steps ?? 0), 0);
-  const accepted = results.reduce((a, r) => a + (r.spec?.accepted ?? 0), 0);
-  const drafted = results.reduce((a, r) => a + (r.spec?.drafted ?? 0), 0);
+  const total = (of) => results.reduce((a, r) => a + of(r), 0);
+  const tokens = total((r) => r.tokens);
+  const steps = total((r) => r.spec?.steps ?? 0);
+  const accepted = total((r) => r.spec?.accepted ?? 0);
+  const drafted = total((r) => r.spec?.drafted ?? 0);
   const m = await readMetrics(server.url);
   const delta = (name) => metric(m, name) - metric(before, name);
   const nSteps = delta('kakeya_steps_total');
@@ -76,7 +77,7 @@ async function measure(server, spec, clients) {
   const stepRows = delta('kakeya_step_rows_total');
   return {
     spec, clients, tok_s: tokens / seconds,
-    ttft_ms: results.reduce((a, r) => a + r.ttft, 0) / results.length,
+    ttft_ms: total((r) => r.ttft) / results.length,
     mean_accept_len: steps > 0 ? (steps + accepted) / steps : null,
     drafted_per_step: steps > 0 ? drafted / steps : null,
     drafts_per_slot: metric(m, `kakeya_drafts_per_slot{decoding_slots="${clients}"}`),
@@ -97,12 +98,12 @@ for (const spec of SPECS) {
 const rows = [];
 for (let round = 0; round < ROUNDS; round++) {
   for (const clients of CLIENTS) {
-    const byRound = [];
+    const bySpec = [];  // this round's row of each server, measured in rotating order
     for (let k = 0; k < SPECS.length; k++) {
       const i = (k + round) % SPECS.length;
-      byRound[i] = await measure(servers[i], SPECS[i], clients);
+      bySpec[i] = await measure(servers[i], SPECS[i], clients);
     }
-    byRound.forEach((r, server) => rows.push({ round, server, ...r, ratio: r.tok_s / byRound[0].tok_s }));
+    bySpec.forEach((r, server) => rows.push({ round, server, ...r, ratio: r.tok_s / bySpec[0].tok_s }));
   }
 }
 for (const server of servers) await server.terminate();

@@ -305,8 +305,8 @@ TEST(Speculative, ParksADrafterWhoseUpkeepDoesNotPay) {
 // 48 ms step), a draft costs every sequence of the step its row's time, so
 // drafts that are never accepted are not proposed, and the probes that look
 // for acceptance again take at most ~2% of the step (3% allowed: the cost
-// line is fitted, not told) when all 8 sequences
-// probe alike (a probe every 8 plain steps each had made it 12.5%).
+// line is fitted, not told) when all 8 sequences probe alike (a probe every
+// 8 plain steps each had made it 12.5%).
 TEST(Speculative, ProbesBesideOtherSequencesStayWithinTheirShareOfTheStep) {
   const std::unique_ptr<Model> model = Model::Load(ModelPath("tiny-llama-f32"));
   const std::vector<TokenId> prompt = {1, 450, 4996, 1735};
@@ -331,7 +331,9 @@ TEST(Speculative, ProbesBesideOtherSequencesStayWithinTheirShareOfTheStep) {
   const SpecStats& s = decoder.stats();
   ASSERT_GT(s.steps, kTokens / 2);
   EXPECT_GT(s.drafted, 0) << "no probes: drafting could never resume";
-  const double probe_share = 8.0 * s.drafted * kRowMs / (s.steps * 8 * kRowMs);
+  constexpr int kSequences = 8;  // this one and the 7 others of StepLoad
+  const double probe_rows_per_step = kSequences * double(s.drafted) / s.steps;
+  const double probe_share = probe_rows_per_step * kRowMs / (kSequences * kRowMs);
   EXPECT_LE(probe_share, 0.03) << s.drafted << " probes in " << s.steps << " steps";
 }
 

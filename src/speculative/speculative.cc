@@ -231,26 +231,26 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   const double a = hint >= 0 ? hint : (policy.accepted + 1.0) / (policy.trials + 2.0);
   const double per_draft = cost_.RowMs() + policy.draft_ms;
   const double base = cost_.PlainMs(others.rows);
+  const double plain_rate = (others.tokens + 1) / (base + upkeep_ms_);  // n = 0
   int best = 0;
-  double best_rate = 0, tokens = others.tokens, survive = 1;
-  for (int n = 0; n <= max_block_ - 1; ++n, survive *= a) {
+  double best_rate = plain_rate, tokens = others.tokens + 1, survive = a;
+  for (int n = 1; n <= max_block_ - 1; ++n, survive *= a) {
     tokens += survive;
     const double rate = tokens / (base + upkeep_ms_ + n * per_draft);
     if (rate > best_rate) best = n, best_rate = rate;
   }
   const bool upkeep_loses = upkeep_ms_ > kFreeUpkeep * base && best_rate < (others.tokens + 1) / base;
-  // Both sides of the rate are estimates (a decayed acceptance, picked when
-  // it looks high; a straight cost line through a forward whose rows come in
-  // tiles of 8, where a ninth row costs ~15% of a step, not the line's ~8%):
-  // a draft expected to gain less than kMinGain is as likely to lose, and
-  // beside 7 other sequences every draft is such a one.
-  const double plain_rate = (others.tokens + 1) / (base + upkeep_ms_);
-  if (best > 0 && best_rate < (1 + kMinGain) * plain_rate) best = 0;
   losing_steps_ = upkeep_loses ? losing_steps_ + 1 : 0;
   if (losing_steps_ >= kParkAfter) {
     parked_ = true;
     return 0;
   }
+  // Both sides of the rate are estimates (a decayed acceptance, picked when
+  // it looks high; a straight cost line through a forward whose rows come in
+  // tiles of 8, where a ninth row costs ~15% of a step, not the line's ~8%):
+  // a draft expected to gain less than kMinGain is as likely to lose, and
+  // beside 7 other sequences every draft is such a one.
+  if (best > 0 && best_rate < (1 + kMinGain) * plain_rate) best = 0;
   // A probe (one draft) keeps the acceptance estimate current, so that
   // drafting resumes when it pays again. Every sequence in the step probes,
   // and each probe row costs the whole step's tokens its time: space them so
