@@ -22,7 +22,7 @@ constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
 constexpr double kPriorRowSpread = 1;  // the prior slope's weight, as a variance of the rows
 constexpr int kProbeEvery = 8;         // plain steps between probes, at least
 constexpr double kMinGain = 0.03;      // expected rate gain below which a draft is not worth its risk
-constexpr double kProbeShare = 0.02;   // of a step's time that the probes of all its sequences may take
+constexpr double kProbeShare = 0.015;  // of a step's time that the other sequences' probes may take
 constexpr int kParkAfter = 32;         // steps in a row where plain decoding beats every draft length
 constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
 
@@ -252,12 +252,13 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
   // beside 7 other sequences every draft is such a one.
   if (best > 0 && best_rate < (1 + kMinGain) * plain_rate) best = 0;
   // A probe (one draft) keeps the acceptance estimate current, so that
-  // drafting resumes when it pays again. Every sequence in the step probes,
-  // and each probe row costs the whole step's tokens its time: space them so
-  // that together they take at most kProbeShare of the step (at 8 sequences
-  // on a compute-bound forward, a probe every 8 steps each was 1 row in 9).
-  const double sequences = others.rows + 1;
-  const double interval = std::max<double>(kProbeEvery, sequences * per_draft / (kProbeShare * base));
+  // drafting resumes when it pays again: alone, one every kProbeEvery plain
+  // steps. Beside other sequences each probe row also costs all of them its
+  // time, and they all probe: space them so that the other sequences' probes
+  // take at most kProbeShare of the step (at 8 sequences on a compute-bound
+  // forward, a probe every 8 steps each was 1 row in 9). Alone, longer gaps
+  // left a costly drafter one probe before it was parked.
+  const double interval = std::max<double>(kProbeEvery, others.rows * per_draft / (kProbeShare * base));
   if (best == 0 && ++policy.plain_steps >= interval) best = 1;
   if (best > 0) policy.plain_steps = 0;
   return best;
