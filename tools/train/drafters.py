@@ -264,6 +264,22 @@ class DFlash(nn.Module):
         return head.logits(self.output_norm(x))
 
 
+def dflash_grow(model, n_layer):
+    """Appends layers to a trained drafter, each an identity at first (zero wo and ffn_down: the
+    residual stream passes through), so that a deeper drafter starts from the shallower one."""
+    cfg = model.cfg
+    device = next(model.parameters()).device
+    for _ in range(n_layer - cfg.n_layer):
+        layer = DFlashLayer(cfg).to(device)
+        for m in layer.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
+        nn.init.zeros_(layer.wo.weight)
+        nn.init.zeros_(layer.ffn_down.weight)
+        model.layers.append(layer)
+    cfg.n_layer = len(model.layers)
+
+
 def dflash_slot_weights(block_size, gamma, device=None):
     """exp(-(k-1)/gamma) for slots k = 1..B-1, normalised to sum 1."""
     k = torch.arange(1, block_size, dtype=torch.float32, device=device)
