@@ -4,20 +4,25 @@
 #   gguf    the GGUF reader; seeds: small fixtures and hand-made files
 #   jinja   the chat-template engine; seeds: the real templates of
 #           tests/data/chat_templates
+#   tokenizer  the tokenizers of every vocabulary type; seeds: the texts of
+#           llama.cpp's tokenizer tests (tests/fixtures/tokenizer/*.inp)
+#   request the server's request bodies (/v1/completions, /v1/chat/completions),
+#           chat messages rendered by real templates; seeds: the request
+#           examples below and the conversations of tests/data/chat_templates
 # Exits non-zero if the fuzzer finds a crash; the input is left in
 # build-fuzz/artifacts/.
 #
-#   scripts/fuzz.sh gguf|jinja [SECONDS]
+#   scripts/fuzz.sh gguf|jinja|tokenizer|request [SECONDS]
 set -euo pipefail
 
-target="${1:?usage: scripts/fuzz.sh gguf|jinja [SECONDS]}"
+target="${1:?usage: scripts/fuzz.sh gguf|jinja|tokenizer|request [SECONDS]}"
 seconds="${2:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 fixtures="$root/tests/fixtures"
 case "$target" in
-  gguf|jinja) ;;
-  *) echo "scripts/fuzz.sh: unknown target '$target' (gguf or jinja)" >&2; exit 2 ;;
+  gguf|jinja|tokenizer|request) ;;
+  *) echo "scripts/fuzz.sh: unknown target '$target' (gguf, jinja, tokenizer or request)" >&2; exit 2 ;;
 esac
 
 CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DKAKEYA_FUZZ=ON -DKAKEYA_TESTS=OFF \
@@ -32,6 +37,50 @@ mkdir -p "$corpus" "$build/artifacts"
 if [ "$target" = jinja ]; then
   cp "$root"/tests/data/chat_templates/*.jinja "$corpus/"
   exec "$build/bin/jinja_fuzz" "$corpus" -dict="$root/fuzz/jinja.dict" -max_len=16384 -timeout=10 \
+    -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
+fi
+
+if [ "$target" = tokenizer ]; then
+  # Each test text once per vocabulary (the first byte picks it: tokenizer_fuzz.cc).
+  python3 - "$fixtures/tokenizer" "$corpus" <<'PY'
+import glob, os, sys
+texts = set()
+for path in glob.glob(os.path.join(sys.argv[1], "*.inp")):
+    with open(path, "rb") as f:
+        texts.update(f.read().split(b"\n__ggml_vocab_test__\n"))
+for v in range(9):
+    for n, t in enumerate(sorted(texts)):
+        open(os.path.join(sys.argv[2], f"{v}-{n}"), "wb").write(bytes([v]) + t)
+PY
+  exec "$build/bin/tokenizer_fuzz" "$corpus" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+    -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
+fi
+
+if [ "$target" = request ]; then
+  # The first byte: bit 0 picks chat (1) or completions (0), the next bits the template.
+  python3 - "$root/tests/data/chat_templates/conversations.json" "$corpus" <<'PY'
+import json, os, sys
+completions = [
+    {"prompt": "def f(", "max_tokens": 16, "temperature": 0},
+    {"model": "kakeya", "prompt": [1, 2, 3], "stream": True, "stream_options": {"include_usage": True},
+     "logprobs": 2, "stop": ["\n\n", "def"], "seed": 7},
+    {"prompt": ["text"], "top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.1, "repeat_last_n": 64,
+     "presence_penalty": 0.5, "frequency_penalty": 0.5, "dry_multiplier": 0.8, "dry_base": 1.75,
+     "dry_allowed_length": 2, "dry_penalty_last_n": -1, "dry_sequence_breakers": ["\n", ":"],
+     "n": 1, "best_of": 1, "echo": False, "suffix": "", "logit_bias": {}, "max_completion_tokens": 8},
+]
+chats = [{"messages": c["messages"]} for c in json.load(open(sys.argv[1]))["conversations"]] + [
+    {"messages": [{"role": "developer", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+                  {"role": "user", "content": "hi", "name": "x"}],
+     "logprobs": True, "top_logprobs": 3, "response_format": {"type": "text"}, "tools": [], "stream": True},
+]
+n = 0
+for first, bodies in ((0, completions), (1, chats), (3, chats), (5, chats)):
+    for b in bodies:
+        open(os.path.join(sys.argv[2], f"seed{n}"), "wb").write(bytes([first]) + json.dumps(b).encode())
+        n += 1
+PY
+  exec "$build/bin/request_fuzz" "$corpus" -dict="$root/fuzz/request.dict" -max_len=8192 -timeout=10 \
     -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
 fi
 

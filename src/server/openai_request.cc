@@ -271,7 +271,8 @@ nlohmann::json ParseJsonObject(std::string_view body) {
       }
       return true;
     });
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double (1e400).
     throw BadRequest("", std::string("malformed JSON: ") + e.what());
   }
   if (!value.is_object()) throw BadRequest("", "the body must be a JSON object, not " + Describe(value));
