@@ -13,6 +13,14 @@ int ModelLoader::PositiveInt(std::string_view suffix) const {
   return static_cast<int>(v);
 }
 
+int ModelLoader::OptionalInt(std::string_view suffix, int fallback) const {
+  const std::string key = Key(suffix);
+  const std::optional<uint32_t> v = gguf_.FindU32(key);
+  if (!v) return fallback;
+  if (*v > (1u << 24)) Fail(key, " = ", *v, " is out of range (0 .. ", 1u << 24, ")");
+  return static_cast<int>(*v);
+}
+
 std::vector<int> ModelLoader::PerLayerInt(std::string_view suffix, int n_layer, int fallback) const {
   const std::string key = Key(suffix);
   const GgufValue* v = gguf_.Find(key);
@@ -160,8 +168,8 @@ void ReadCommonKeys(const ModelLoader& loader, HParams& hp) {
 
 ExpertKeys ReadExpertKeys(const ModelLoader& loader, int n_ff_dense) {
   ExpertKeys k;
-  k.n_expert = static_cast<int>(loader.FindU32("expert_count").value_or(0));
-  k.n_used = static_cast<int>(loader.FindU32("expert_used_count").value_or(0));
+  k.n_expert = loader.OptionalInt("expert_count", 0);
+  k.n_used = loader.OptionalInt("expert_used_count", 0);
   if (k.n_expert < 1 || k.n_expert > 4096) {
     loader.Fail(loader.Key("expert_count"), " = ", k.n_expert, " is out of range (1 .. 4096)");
   }
@@ -191,13 +199,13 @@ void CheckRopeScaling(const ModelLoader& loader) {
 AttentionKeys ReadAttentionKeys(const ModelLoader& loader, int n_embd) {
   AttentionKeys k;
   k.n_head = loader.PositiveInt("attention.head_count");
-  k.n_head_kv = static_cast<int>(loader.FindU32("attention.head_count_kv").value_or(k.n_head));
+  k.n_head_kv = loader.OptionalInt("attention.head_count_kv", k.n_head);
   if (k.n_head_kv <= 0 || k.n_head % k.n_head_kv != 0) {
     loader.Fail(loader.Key("attention.head_count_kv"), " = ", k.n_head_kv, " must divide head_count = ", k.n_head);
   }
-  k.head_dim = static_cast<int>(loader.FindU32("attention.key_length").value_or(n_embd / k.n_head));
-  k.value_dim = static_cast<int>(loader.FindU32("attention.value_length").value_or(k.head_dim));
-  k.rope_dims = static_cast<int>(loader.FindU32("rope.dimension_count").value_or(k.head_dim));
+  k.head_dim = loader.OptionalInt("attention.key_length", n_embd / k.n_head);
+  k.value_dim = loader.OptionalInt("attention.value_length", k.head_dim);
+  k.rope_dims = loader.OptionalInt("rope.dimension_count", k.head_dim);
   if (k.head_dim <= 0 || k.value_dim <= 0 || k.rope_dims <= 0 || k.rope_dims > k.head_dim || k.rope_dims % 2 != 0 ||
       k.head_dim > (1 << 16) || k.value_dim > (1 << 16)) {
     loader.Fail("inconsistent head dimensions (key_length ", k.head_dim, ", value_length ", k.value_dim,

@@ -31,6 +31,7 @@ class ModelLoader {
 
   // Keys of this architecture (suffix after "<arch>.").
   int PositiveInt(std::string_view suffix) const;  // required, 1 .. 2^24
+  int OptionalInt(std::string_view suffix, int fallback) const;  // 0 .. 2^24, `fallback` when absent
   std::optional<uint32_t> FindU32(std::string_view suffix) const { return gguf_.FindU32(Key(suffix)); }
   std::optional<float> FindF32(std::string_view suffix) const { return gguf_.FindF32(Key(suffix)); }
   std::optional<bool> FindBool(std::string_view suffix) const { return gguf_.FindBool(Key(suffix)); }

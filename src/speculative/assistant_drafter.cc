@@ -54,11 +54,11 @@ Layer BindLayer(const ModelLoader& loader, const Model& target, TargetKvLayers k
   const float base = loader.FindF32("rope.freq_base").value_or(10000.0f);
   if (sliding) {
     a.rope = {loader.FindF32("rope.freq_base_swa").value_or(base),
-              static_cast<int>(loader.FindU32("rope.dimension_count_swa").value_or(a.head_dim)), RopeStyle::kNeox,
+              loader.OptionalInt("rope.dimension_count_swa", a.head_dim), RopeStyle::kNeox,
               nullptr};
   } else {
     // Proportional RoPE of the global layers, as the target's.
-    a.rope = {base, static_cast<int>(loader.FindU32("rope.dimension_count").value_or(a.head_dim)), RopeStyle::kNeox,
+    a.rope = {base, loader.OptionalInt("rope.dimension_count", a.head_dim), RopeStyle::kNeox,
               loader.Vector("rope_freqs.weight", a.head_dim / 2)};
   }
   a.kv_layer = sliding ? kv.sliding : kv.global;

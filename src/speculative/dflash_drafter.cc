@@ -164,7 +164,7 @@ void DFlashDrafter::Load(const std::string& path) {
   const int n_layer = loader.PositiveInt("block_count");
   const int n_ff = loader.PositiveInt("feed_forward_length");
   eps_ = loader.F32("attention.layer_norm_rms_epsilon");
-  block_size_ = static_cast<int>(loader.FindU32("block_size").value_or(16));
+  block_size_ = loader.OptionalInt("block_size", 16);
   embedding_scale_ = loader.FindF32("embedding_scale").value_or(1.0f);
   causal_ = loader.FindBool("attention.causal").value_or(false);
   if (!(eps_ >= 0) || !std::isfinite(eps_)) loader.Fail("layer_norm_rms_epsilon ", eps_, " is out of range");

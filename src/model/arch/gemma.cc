@@ -30,11 +30,11 @@ void LoadGemma(const ModelLoader& loader, Model& model, bool gemma2) {
   if (gemma2) {
     attn_softcap = loader.FindF32("attn_logit_softcapping").value_or(50.0f);
     hp.final_softcap = loader.FindF32("final_logit_softcapping").value_or(30.0f);
-    window = static_cast<int>(loader.FindU32("attention.sliding_window").value_or(4096));
+    window = loader.OptionalInt("attention.sliding_window", 4096);
     rope_base_swa = loader.FindF32("rope.freq_base_swa").value_or(attn.rope_base);
   } else {
     hp.final_softcap = loader.FindF32("final_logit_softcapping").value_or(0.0f);
-    window = static_cast<int>(loader.FindU32("attention.sliding_window").value_or(0));
+    window = loader.OptionalInt("attention.sliding_window", 0);
     rope_base_swa = loader.FindF32("rope.freq_base_swa").value_or(10000.0f);
   }
   if (attn_softcap < 0 || hp.final_softcap < 0 || !(rope_base_swa > 0) || window < 0) {

@@ -19,7 +19,7 @@ void LoadGemma4(const ModelLoader& loader, Model& model) {
   ReadCommonKeys(loader, hp);
   hp.embd_scale = std::sqrt(static_cast<float>(hp.n_embd));
   hp.final_softcap = loader.FindF32("final_logit_softcapping").value_or(30.0f);  // absent: llama.cpp's default
-  hp.n_embd_per_layer = static_cast<int>(loader.FindU32("embedding_length_per_layer_input").value_or(0));
+  hp.n_embd_per_layer = loader.OptionalInt("embedding_length_per_layer_input", 0);
   const int n_layer = hp.n_layer, n_embd = hp.n_embd;
 
   const std::vector<int> n_head = loader.PerLayerInt("attention.head_count", n_layer, 0);
@@ -31,8 +31,8 @@ void LoadGemma4(const ModelLoader& loader, Model& model) {
       loader.FindU32("attention.value_length_swa").value_or(head_dim_swa) != static_cast<uint32_t>(head_dim_swa)) {
     loader.Fail("gemma4 needs value_length = key_length and value_length_swa = key_length_swa");
   }
-  const int rope_dims = static_cast<int>(loader.FindU32("rope.dimension_count").value_or(head_dim));
-  const int rope_dims_swa = static_cast<int>(loader.FindU32("rope.dimension_count_swa").value_or(head_dim_swa));
+  const int rope_dims = loader.OptionalInt("rope.dimension_count", head_dim);
+  const int rope_dims_swa = loader.OptionalInt("rope.dimension_count_swa", head_dim_swa);
   const float rope_base = loader.FindF32("rope.freq_base").value_or(10000.0f);
   const float rope_base_swa = loader.FindF32("rope.freq_base_swa").value_or(rope_base);  // llama.cpp's default
   CheckRopeScaling(loader);
@@ -41,7 +41,7 @@ void LoadGemma4(const ModelLoader& loader, Model& model) {
     loader.Fail("missing key ", loader.Key("attention.sliding_window_pattern"), " (required by gemma4)");
   }
   const std::vector<bool> sliding = loader.SlidingLayers(n_layer, 0);
-  const int n_shared_kv = static_cast<int>(loader.FindU32("attention.shared_kv_layers").value_or(0));
+  const int n_shared_kv = loader.OptionalInt("attention.shared_kv_layers", 0);
   if (n_shared_kv >= n_layer) {
     loader.Fail(loader.Key("attention.shared_kv_layers"), " = ", n_shared_kv, " leaves no layer with its own cache (",
                 n_layer, " layers)");

@@ -42,7 +42,7 @@ void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
   const int n_ff = loader.PositiveInt("feed_forward_length");
   const ExpertKeys experts = ReadExpertKeys(loader, n_ff);
-  const int n_dense_lead = static_cast<int>(loader.FindU32("leading_dense_block_count").value_or(0));
+  const int n_dense_lead = loader.OptionalInt("leading_dense_block_count", 0);
   const int n_shared = static_cast<int>(loader.gguf().GetU32(loader.Key("expert_shared_count")));
   if (n_shared > 64) loader.Fail(loader.Key("expert_shared_count"), " = ", n_shared, " is out of range");
   // expert_gating_func: 1 softmax, 2 sigmoid; absent (0): sigmoid, as llama.cpp.

@@ -19,7 +19,7 @@ void LoadLlamaFamily(const ModelLoader& loader, Model& model, const Variant& v) 
   HParams& hp = model.mutable_hparams();
   ReadCommonKeys(loader, hp);
   const AttentionKeys attn = ReadAttentionKeys(loader, hp.n_embd);
-  const int n_ff = v.experts ? static_cast<int>(loader.FindU32("feed_forward_length").value_or(0))
+  const int n_ff = v.experts ? loader.OptionalInt("feed_forward_length", 0)
                              : loader.PositiveInt("feed_forward_length");
   BindEmbeddingsAndHead(loader, model, /*tied=*/false);
   const float* rope_freqs = loader.OptionalVector("rope_freqs.weight", attn.rope_dims / 2);
