@@ -162,6 +162,49 @@ TEST(AttendKvHeadTest, MatchesFloat64SoftmaxAndRowsAreIndependent) {
   });
 }
 
+// A block drafter's non-causal block (block_end): every row sees the keys up
+// to the block's end, not its own position; rows together give the bits of
+// each row alone as the last row of the block, and the float64 reference.
+TEST(AttendKvHeadTest, RowsThatSeeTheWholeBlockMatchEachRowAloneAndFloat64) {
+  const Case c{6, 2, 64, 64, 256, 0, 0, 0, 1};
+  const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)), 0};
+  OnEveryCpuTarget([&] {
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (const int context : {0, 1, 37, 200}) {
+      for (const int n_rows : {1, 5, 16}) {
+        SCOPED_TRACE(testing::Message() << "context " << context << " rows " << n_rows);
+        const int block_end = context + n_rows - 1;
+        const int q_width = c.n_head * c.head_dim, o_width = c.n_head * c.value_dim;
+        std::vector<float> q(size_t(n_rows) * q_width), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
+            v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
+        for (float& x : q) x = normal(rng);
+        for (float& x : k) x = normal(rng);
+        for (float& x : v) x = normal(rng);
+        const KvView kv{k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.capacity};
+        std::vector<float> together(size_t(n_rows) * o_width, NAN), alone(together.size(), NAN);
+        std::vector<float> scratch(AttendScratchFloats(s, n_rows, block_end + 1));
+        for (int g = 0; g < c.n_head_kv; ++g) {
+          AttendKvHead(s, g,
+                       AttentionRows{n_rows, context, 0, q.data(), q_width, together.data(), o_width, block_end}, kv,
+                       scratch.data());
+          for (int r = 0; r < n_rows; ++r) {  // alone: the row at the block's last position
+            AttendKvHead(s, g,
+                         AttentionRows{1, block_end, 0, q.data() + size_t(r) * q_width, q_width,
+                                       alone.data() + size_t(r) * o_width, o_width},
+                         kv, scratch.data());
+          }
+        }
+        ASSERT_EQ(0, std::memcmp(together.data(), alone.data(), together.size() * sizeof(float)));
+        for (int r = 0; r < n_rows; ++r) {
+          const std::vector<double> ref = Reference(c, s, q.data() + size_t(r) * q_width, k, v, 0, block_end + 1);
+          for (int i = 0; i < o_width; ++i) ASSERT_NEAR(together[size_t(r) * o_width + i], ref[i], 2e-5) << r;
+        }
+      }
+    }
+  });
+}
+
 // ggml's CPU GELU of one element: tanh form on the input rounded to F16,
 // the result rounded to F16; 0 below -10, identity above 10.
 float GeluDefinition(float x) {

@@ -22,6 +22,10 @@ constexpr int kObserveRows = 64;
 constexpr int kMaxBlockSize = 256;
 constexpr int kMaxTaps = 64;
 
+// Rows per attention task: 16 (row, query head) slots of scratch per thread,
+// as the target's forward takes.
+int MaxRowsPerTask(const AttentionSpec& a) { return std::max(1, 16 / (a.n_head / a.n_head_kv)); }
+
 // Keys of the DFlash family that change the computation in ways this drafter
 // does not implement: refused rather than silently ignored.
 void RefuseExtensions(const ModelLoader& loader) {
@@ -225,7 +229,7 @@ void DFlashDrafter::AllocateBuffers(int n_ctx) {
   for (size_t il = 0; il < layers_.size(); ++il)
     cache_.emplace_back(LayerCacheShape{0, a.k_width(), a.v_width()}, capacity);
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
-  attention_floats_ = AttendScratchFloats(shape, 1, capacity);
+  attention_floats_ = AttendScratchFloats(shape, MaxRowsPerTask(a), capacity);
   scores_ = Buffer<float>(size_t(pool_.size()) * attention_floats_);
 
   size_t matmul_bytes = MatMulScratchBytes(fc_.type, fc_.n_in, R);
@@ -371,17 +375,22 @@ void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, 
     Rope(qr, a.n_head, a.head_dim, a.rope.dims, angles_.get() + size_t(r) * a.rope.dims, /*adjacent_pairs=*/false);
   }
   StoreKeysValues(L, cache, pos0, rows);
-  // Each row attends as if it sat at the last position it may see: the end
-  // of the block (non-causal), or its own (causal); its query was rotated
-  // with its true position.
+  // Each row sees the keys up to the end of the block (non-causal) or up to
+  // its own position (causal). Tasks of (rows, KV head), about two per
+  // thread as in the target's forward: each reads the context's keys and
+  // values once for all its rows (a task per row read them once per row,
+  // the whole context's for every row of the block).
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
-  pool_.Run(int64_t(rows) * a.n_head_kv, [&](int64_t task, int thread) {
-    const int r = static_cast<int>(task / a.n_head_kv);
-    const int last_seen = causal_ ? pos0 + r : pos0 + rows - 1;
-    const AttentionRows row{
-        1, last_seen, 0, q + r * a.q_width(), a.q_width(), attn_.get() + r * a.out_width(), a.out_width()};
-    AttendKvHead(shape, static_cast<int>(task % a.n_head_kv), row, kv, scores_.get() + thread * attention_floats_);
+  const int chunks_per_head = (2 * pool_.size() + a.n_head_kv - 1) / a.n_head_kv;
+  const int per_task = std::clamp((rows + chunks_per_head - 1) / chunks_per_head, 1, MaxRowsPerTask(a));
+  const int chunks = (rows + per_task - 1) / per_task;
+  pool_.Run(int64_t(chunks) * a.n_head_kv, [&](int64_t task, int thread) {
+    const int r0 = static_cast<int>(task / a.n_head_kv) * per_task;
+    const AttentionRows chunk{std::min(per_task, rows - r0), pos0 + r0, 0,
+                              q + r0 * a.q_width(),          a.q_width(), attn_.get() + r0 * a.out_width(),
+                              a.out_width(),                 causal_ ? -1 : pos0 + rows - 1};
+    AttendKvHead(shape, static_cast<int>(task % a.n_head_kv), chunk, kv, scores_.get() + thread * attention_floats_);
   });
   MatMul(L.wo, attn_.get(), rows, branch_.get(), matmul_.get(), pool_);
 }

@@ -276,8 +276,10 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
   auto first_key = [&](int pos) { return FirstVisiblePosition(pos, rows.window); };
   const int first_pos = rows.first_pos;
-  const int last_pos = first_pos + rows.n_rows - 1;
-  const int begin = first_key(first_pos);             // the earliest key any row sees
+  // The last key row r sees: its own position, or the block's end for all.
+  auto row_last = [&](int r) { return rows.block_end >= 0 ? rows.block_end : first_pos + r; };
+  const int last_pos = row_last(rows.n_rows - 1);     // the last key any row sees
+  const int begin = first_key(row_last(0));           // the earliest key any row sees
   const int stride = last_pos - first_key(last_pos) + 1;  // the last row sees the most keys
   const int slots = rows.n_rows * group;
   float* max_score = scratch + size_t(slots) * stride;
@@ -287,8 +289,8 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   auto output = [&](int r, int g) { return rows.out + r * rows.out_stride + int64_t(kv_head * group + g) * s.value_dim; };
   // The part of block [p0, p1) that row r sees.
   auto visible = [&](int r, int p0, int p1, int* lo, int* hi) {
-    *lo = std::max(p0, first_key(first_pos + r));
-    *hi = std::min(p1, first_pos + r + 1);
+    *lo = std::max(p0, first_key(row_last(r)));
+    *hi = std::min(p1, row_last(r) + 1);
     return *lo < *hi;
   };
   for (int i = 0; i < slots; ++i) max_score[i] = -std::numeric_limits<float>::infinity();
@@ -306,7 +308,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       if (!visible(r, p0, p1, &lo, &hi)) continue;
       for (int g = 0; g < group; ++g) {
         Float16x score = ScoreBlock(query(r, g), kj, s.head_dim, s.scale);
-        float* w = weights(r, g) + (lo - first_key(first_pos + r));
+        float* w = weights(r, g) + (lo - first_key(row_last(r)));
         float& max = max_score[r * group + g];
         for (int p = lo; p < hi; ++p) {
           float x = score[p - p0];
@@ -318,9 +320,9 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     }
   }
   for (int r = 0; r < rows.n_rows; ++r) {
-    const int first = first_key(first_pos + r);
+    const int first = first_key(row_last(r));
     for (int g = 0; g < group; ++g) {
-      Softmax(weights(r, g), first_pos + r - first + 1, max_score[r * group + g]);
+      Softmax(weights(r, g), row_last(r) - first + 1, max_score[r * group + g]);
       std::fill_n(output(r, g), s.value_dim, 0.0f);
     }
   }
@@ -332,7 +334,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
-      const int skip = lo - first_key(first_pos + r);  // this block's first visible key, in the row's weights
+      const int skip = lo - first_key(row_last(r));  // this block's first visible key, in the row's weights
       int g = 0;
       for (; g + 1 < group; g += 2) {
         const float* const w[2] = {weights(r, g) + skip, weights(r, g + 1) + skip};

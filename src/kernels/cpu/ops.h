@@ -58,6 +58,9 @@ struct AttentionRows {
   int64_t q_stride;
   float* out;
   int64_t out_stride;
+  // >= 0: every row sees the keys up to this position instead of up to its
+  // own (a block drafter's non-causal block); the scratch is sized by it.
+  int block_end = -1;
 };
 struct KvView {
   const float* k;
