@@ -52,6 +52,23 @@ CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
   return {code, out};
 }
 
+// The command's stdout alone (stderr dropped), fed `input` on stdin.
+std::string RunKakeyaStdout(const std::string& args, const std::string& input, const std::string& dir) {
+  const std::string in = dir + "/stdin.txt";
+  std::FILE* f = std::fopen(in.c_str(), "wb");
+  std::fwrite(input.data(), 1, input.size(), f);
+  std::fclose(f);
+  const std::string cmd = std::string(KAKEYA_BIN) + " " + args + " < " + in + " 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  EXPECT_EQ(pclose(pipe), 0) << cmd;
+  return out;
+}
+
 // A tiny llama written from scratch, with hooks to break it in one place.
 struct TinyModelSpec {
   std::string arch = "llama";
@@ -252,6 +269,34 @@ TEST(Cli, RunWithoutModelUsesTheShippedPair) {
   r = run("run -p hi");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("default model"), std::string::npos) << r.output;
+}
+
+// `kakeya chat` renders each turn with the chat template (ChatML for a model
+// without one, written out by hand here) and replies what `kakeya run` gives
+// for that text; speculation leaves the replies as they are.
+TEST(Cli, ChatRepliesAreRunsOfTheRenderedConversation) {
+  TempDir dir("cli_chat");
+  const std::string common = "-m " + kTinyLlama + " --temp 0 -n 8 -t 1";
+  const std::string plain = RunKakeyaStdout("chat " + common + " --spec none", "hello\n\nagain\n", dir.File(""));
+  const size_t cut = plain.find('\n');
+  ASSERT_NE(cut, std::string::npos) << plain;
+  const std::string reply1 = plain.substr(0, cut);
+  const std::string reply2 = plain.substr(cut + 1, plain.size() - cut - 2);
+  ASSERT_EQ(plain, reply1 + "\n" + reply2 + "\n");
+  EXPECT_EQ(RunKakeyaStdout("chat " + common + " --spec ngram", "hello\n\nagain\n", dir.File("")), plain);
+
+  auto run_text = [&](const std::string& prompt) {
+    std::FILE* f = std::fopen(dir.File("prompt.txt").c_str(), "wb");
+    std::fwrite(prompt.data(), 1, prompt.size(), f);
+    std::fclose(f);
+    const CommandResult r = RunKakeya("run " + common + " --spec none --json -f " + dir.File("prompt.txt"));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find('{')))["text"].get<std::string>();
+  };
+  const std::string turn1 = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(run_text(turn1), reply1);
+  EXPECT_EQ(run_text(turn1 + reply1 + "<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n"),
+            reply2);
 }
 
 TEST(Cli, RunJsonHasTheDocumentedFields) {

@@ -13,6 +13,7 @@ namespace kakeya::cli {
 using Runner = std::function<int()>;
 
 Runner AddRunCommand(CLI::App& app);
+Runner AddChatCommand(CLI::App& app);
 Runner AddServeCommand(CLI::App& app);
 Runner AddTokenizeCommand(CLI::App& app);
 Runner AddBenchCommand(CLI::App& app);

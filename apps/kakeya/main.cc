@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     runners[sub] = add_command(*sub);
   };
   add("run", "Generate text from a prompt", kakeya::cli::AddRunCommand);
+  add("chat", "Chat on the terminal: each line is a message, rendered with the model's chat template", kakeya::cli::AddChatCommand);
   add("serve", "Serve the model over an OpenAI-compatible HTTP API", kakeya::cli::AddServeCommand);
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
   add("perplexity", "Held-out cross-entropy of a model on text files", kakeya::cli::AddPerplexityCommand);
