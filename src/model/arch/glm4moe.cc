@@ -43,8 +43,9 @@ void LoadGlm4Moe(const ModelLoader& loader, Model& model) {
   const int n_ff = loader.PositiveInt("feed_forward_length");
   const ExpertKeys experts = ReadExpertKeys(loader, n_ff);
   const int n_dense_lead = loader.OptionalInt("leading_dense_block_count", 0);
-  const int n_shared = static_cast<int>(loader.gguf().GetU32(loader.Key("expert_shared_count")));
-  if (n_shared > 64) loader.Fail(loader.Key("expert_shared_count"), " = ", n_shared, " is out of range");
+  const uint32_t shared_count = loader.gguf().GetU32(loader.Key("expert_shared_count"));
+  if (shared_count > 64) loader.Fail(loader.Key("expert_shared_count"), " = ", shared_count, " is out of range");
+  const int n_shared = static_cast<int>(shared_count);
   // expert_gating_func: 1 softmax, 2 sigmoid; absent (0): sigmoid, as llama.cpp.
   const uint32_t gating_key = loader.FindU32("expert_gating_func").value_or(0);
   if (gating_key > 2) loader.Fail(loader.Key("expert_gating_func"), " = ", gating_key, " is not supported (1, 2)");
