@@ -47,8 +47,7 @@ Layer BindLayer(const ModelLoader& loader, const Model& target, TargetKvLayers k
   a.n_head = loader.PerLayerInt("attention.head_count", n_layer, 0)[il];
   a.n_head_kv = loader.PerLayerInt("attention.head_count_kv", n_layer, 0)[il];
   a.head_dim = loader.PositiveInt(sliding ? "attention.key_length_swa" : "attention.key_length");
-  a.value_dim = static_cast<int>(
-      loader.FindU32(sliding ? "attention.value_length_swa" : "attention.value_length").value_or(a.head_dim));
+  a.value_dim = loader.OptionalInt(sliding ? "attention.value_length_swa" : "attention.value_length", a.head_dim);
   a.window = sliding ? loader.PositiveInt("attention.sliding_window") : 0;
   a.scale = 1.0f;
   const float base = loader.FindF32("rope.freq_base").value_or(10000.0f);
