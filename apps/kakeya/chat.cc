@@ -4,6 +4,8 @@
 // as in `kakeya run`. Each turn prefills the whole conversation again (a fresh
 // cache, so the drafters see it whole too); when it no longer fits the
 // context, the oldest exchanges are left out.
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -57,9 +59,10 @@ int Chat(const ChatFlags& f) {
   nlohmann::json messages = nlohmann::json::array();
   if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
   const size_t first_exchange = messages.size();
+  const bool interactive = isatty(STDIN_FILENO);
   std::string line;
   for (;;) {
-    std::fputs("> ", stderr);
+    if (interactive) std::fputs("> ", stderr);
     if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});
@@ -107,7 +110,7 @@ int Chat(const ChatFlags& f) {
     std::fprintf(stderr, " | stop: %s\n", StopReasonName(r.stop));
     messages.push_back({{"role", "assistant"}, {"content", reply}});
   }
-  std::fputs("\n", stderr);
+  if (interactive) std::fputs("\n", stderr);
   return 0;
 }
 
