@@ -88,6 +88,24 @@ TEST_F(ModelLoadTest, AMissingRouterOrExpertTensorIsNamed) {
                   "missing tensor 'blk.3.nextn.eh_proj.weight'");
 }
 
+// Tensors the architecture does not use would be left out of the model
+// silently: a file that has them is refused, naming them. Every fixture
+// (made by the reference engine) loads, so each of its tensors is used.
+TEST_F(ModelLoadTest, TensorsTheArchitectureDoesNotUseAreRefused) {
+  const TensorEdit extra = [](GgufWriter& w, const GgufTensor& t) {
+    if (t.name != "output_norm.weight") return false;
+    w.AddTensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data, t.nbytes);
+    w.AddTensor("blk.0.ffn_gate_inp_shexp.weight", t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data,
+                t.nbytes);
+    return true;
+  };
+  ExpectLoadError(Edited("q3moe-q8_0", nullptr, extra),
+                  "1 tensor ('blk.0.ffn_gate_inp_shexp.weight') that the qwen3moe architecture does not use");
+  // Fewer layers in the metadata than in the file: the last layer's tensors are left over.
+  ExpectLoadError(Edited("glm4moe-mtp-f32", SetU32("glm4moe.nextn_predict_layers", 0)),
+                  "that the glm4moe architecture does not use");
+}
+
 TEST_F(ModelLoadTest, ASlidingWindowPatternOfTheWrongLengthIsRefused) {
   const MetadataEdit five_entries = [](GgufWriter& w, const GgufKv& kv) {
     if (kv.key != "gemma4.attention.sliding_window_pattern") return false;

@@ -126,6 +126,16 @@ std::unique_ptr<Model> Model::Load(const std::string& path, bool sidecar) {
   m->arch_->load(loader, *m);
   SplitNextnBlocks(loader, *m);
   CheckLayers(loader, *m);
+  // A tensor no loader asked for is a part of the model this one would leave
+  // out, computing another model than the file's (llama.cpp refuses such a
+  // file too: "wrong number of tensors").
+  if (const std::vector<std::string> unused = loader.UnusedTensors(); !unused.empty()) {
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(unused.size(), 3); ++i) names += (i ? ", '" : "'") + unused[i] + "'";
+    loader.Fail(unused.size(), " tensor", unused.size() > 1 ? "s" : "", " (", names, unused.size() > 3 ? ", ..." : "",
+                ") that the ", arch_name, " architecture does not use: the file holds parts kakeya does not implement, "
+                "or its metadata disagrees with its tensors");
+  }
   m->MoveMatricesToWeightBuffer();
   return m;
 }

@@ -77,8 +77,16 @@ std::vector<bool> ModelLoader::SlidingLayers(int n_layer, uint32_t default_perio
   return sliding;
 }
 
+std::vector<std::string> ModelLoader::UnusedTensors() const {
+  std::vector<std::string> unused;
+  for (const GgufTensor& t : gguf_.tensors()) {
+    if (!looked_up_.count(std::string(t.name))) unused.emplace_back(t.name);
+  }
+  return unused;
+}
+
 const GgufTensor& ModelLoader::Require(const std::string& name) const {
-  const GgufTensor* t = gguf_.FindTensor(name);
+  const GgufTensor* t = Find(name);
   if (t == nullptr) Fail("missing tensor '", name, "' (required by architecture ", arch_, ")");
   return *t;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <unordered_set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,7 +58,12 @@ class ModelLoader {
   std::vector<bool> SlidingLayers(int n_layer, uint32_t default_period) const;
 
   // Tensors.
-  const GgufTensor* Find(const std::string& name) const { return gguf_.FindTensor(name); }
+  const GgufTensor* Find(const std::string& name) const {
+    looked_up_.insert(name);
+    return gguf_.FindTensor(name);
+  }
+  // The file's tensors that no Find or Require asked for, in file order.
+  std::vector<std::string> UnusedTensors() const;
   const GgufTensor& Require(const std::string& name) const;
   // A 1-D F32 vector of n elements (norm weights, biases, scales).
   const float* Vector(const std::string& name, int64_t n) const;
@@ -83,6 +89,7 @@ class ModelLoader {
   const GgufTensor& CheckWeightType(const GgufTensor& t) const;
   const GgufFile& gguf_;
   std::string_view arch_;
+  mutable std::unordered_set<std::string> looked_up_;
 };
 
 // Keys shared by every architecture, into hp: embedding width, layer count

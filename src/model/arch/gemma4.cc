@@ -95,6 +95,11 @@ void LoadGemma4(const ModelLoader& loader, Model& model) {
       L.wv = loader.OptionalMatrix(BlockName(il, "attn_v.weight"), n_embd, a.v_width());
       a.values_from_keys = L.wv.data == nullptr;
       L.k_norm = loader.Vector(BlockName(il, "attn_k_norm.weight"), a.head_dim);
+    } else {
+      // A layer that reads another's cache computes no keys or values; a file
+      // may still hold its projections (llama.cpp loads them, optional, and
+      // leaves them unused): they are not parts this model leaves out.
+      for (const char* unused : {"attn_k.weight", "attn_v.weight", "attn_k_norm.weight"}) loader.Find(BlockName(il, unused));
     }
     L.post_attn_norm = loader.Vector(BlockName(il, "post_attention_norm.weight"), n_embd);
 
