@@ -37,9 +37,8 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// env: "NAME=value ..." assignments for the command, or empty.
-CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + std::string(KAKEYA_BIN) + " " + args + " 2>&1";
+// A shell command's exit code and stdout.
+CommandResult RunShell(const std::string& cmd) {
   FILE* pipe = popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -52,21 +51,19 @@ CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
   return {code, out};
 }
 
+// env: "NAME=value ..." assignments for the command, or empty.
+CommandResult RunKakeya(const std::string& args, const std::string& env = "") {
+  return RunShell(env + " " + std::string(KAKEYA_BIN) + " " + args + " 2>&1");
+}
+
 // The command's stdout alone (stderr dropped), fed `input` on stdin.
 std::string RunKakeyaStdout(const std::string& args, const std::string& input, const std::string& dir) {
   const std::string in = dir + "/stdin.txt";
-  std::FILE* f = std::fopen(in.c_str(), "wb");
-  std::fwrite(input.data(), 1, input.size(), f);
-  std::fclose(f);
+  std::ofstream(in, std::ios::binary) << input;
   const std::string cmd = std::string(KAKEYA_BIN) + " " + args + " < " + in + " 2>/dev/null";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  EXPECT_EQ(pclose(pipe), 0) << cmd;
-  return out;
+  const CommandResult r = RunShell(cmd);
+  EXPECT_EQ(r.exit_code, 0) << cmd;
+  return r.output;
 }
 
 // A tiny llama written from scratch, with hooks to break it in one place.
@@ -290,9 +287,7 @@ TEST(Cli, ChatRepliesAreRunsOfTheRenderedConversation) {
   EXPECT_EQ(RunKakeyaStdout("chat " + common + " --spec ngram", "hello\n\nagain\n", dir.File("")), plain);
 
   auto run_text = [&](const std::string& prompt) {
-    std::FILE* f = std::fopen(dir.File("prompt.txt").c_str(), "wb");
-    std::fwrite(prompt.data(), 1, prompt.size(), f);
-    std::fclose(f);
+    std::ofstream(dir.File("prompt.txt"), std::ios::binary) << prompt;
     const CommandResult r = RunKakeya("run " + common + " --spec none --json -f " + dir.File("prompt.txt"));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return nlohmann::json::parse(r.output.substr(r.output.find('{')))["text"].get<std::string>();

@@ -162,7 +162,7 @@ int BenchSpec(SpecBenchFlags f) {
   const int max_block = std::max(kAdaptiveMaxBlock, *std::max_element(f.blocks.begin(), f.blocks.end()));
 
   ContextOptions copts;
-  copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  copts.n_threads = ThreadsOrDefault(f.threads);
   copts.n_ctx = longest + max_block;
   copts.max_batch = std::max(max_block, std::min(512, copts.n_ctx));
   copts.max_logit_rows = max_block;

@@ -39,11 +39,10 @@ constexpr int kMinReplyTokens = 64;
 
 int Chat(const ChatFlags& f) {
   if (f.n_predict < 0) Fail("-n ", f.n_predict, " is negative");
-  if (f.n_ctx < 0) Fail("-c ", f.n_ctx, " is negative");
   const std::unique_ptr<Model> model = Model::Load(f.model);
   ContextOptions copts;
-  copts.n_ctx = f.n_ctx > 0 ? f.n_ctx : std::min(model->hparams().n_ctx_train, 4096);
-  copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  copts.n_ctx = ContextSizeOrDefault(f.n_ctx, model->hparams().n_ctx_train);
+  copts.n_threads = ThreadsOrDefault(f.threads);
   copts.max_batch = std::max(std::min(512, copts.n_ctx), kAdaptiveMaxBlock);
   copts.max_logit_rows = kAdaptiveMaxBlock;
   Context ctx(*model, copts);
@@ -118,20 +117,13 @@ int Chat(const ChatFlags& f) {
 
 Runner AddChatCommand(CLI::App& app) {
   auto f = std::make_shared<ChatFlags>();
-  app.add_option("-m,--model", f->model,
-                 "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its drafters)")
-      ->check(CLI::ExistingFile);
+  AddModelFlags(app, *f);
   app.add_option("--system", f->system, "System message at the start of the conversation");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens per reply at most (default: until end of generation)");
   AddSamplingFlags(app, f->sampling);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   app.add_option("-c,--ctx-size", f->n_ctx,
                  "Context size in tokens, the whole conversation (default: min(training context, 4096))");
-  app.add_option("--spec", f->spec, SpecHelp())->check(CLI::IsMember(SpecNames()))->capture_default_str();
-  app.add_option("--draft", f->draft,
-                 "Drafter GGUF; its kind is read from the file (a draft model, a DFlash block drafter, an MTP "
-                 "sidecar or gemma4-assistant)")
-      ->check(CLI::ExistingFile);
   return [f] {
     ChatFlags flags = *f;
     UseShippedDefaults(flags);

@@ -25,8 +25,11 @@ CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner);
 std::string ReadPrompt(const std::string& text, const std::string& file);
 // The whole file as bytes; throws Error naming the path.
 std::string ReadTextFile(const std::string& path);
-// Threads when -t is not given: all hardware threads.
-int DefaultThreads();
+// -t: the flag's value, or all hardware threads when it is 0 (not given).
+int ThreadsOrDefault(int threads);
+// -c: the flag's value, or min(training context, 4096) when it is 0 (not
+// given); a negative one is refused.
+int ContextSizeOrDefault(int n_ctx, int n_ctx_train);
 
 // The shipped default model and its draft (models/README.md), in
 // $KAKEYA_MODELS_DIR or else the source tree's models/ folder.

@@ -51,6 +51,17 @@ std::unique_ptr<Drafter> MakeDrafter(const ModelFlags& f, const Model& target, C
   return FindDrafterKind(f.spec)->make(setup);
 }
 
+void AddModelFlags(CLI::App& app, ModelFlags& f, const std::string& spec_note) {
+  app.add_option("-m,--model", f.model,
+                 "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its drafters)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--spec", f.spec, SpecHelp() + spec_note)->check(CLI::IsMember(SpecNames()))->capture_default_str();
+  app.add_option("--draft", f.draft,
+                 "Drafter GGUF; its kind is read from the file: a language model of the same vocabulary "
+                 "(draft), a DFlash block drafter (block), an MTP sidecar or gemma4-assistant (mtp)")
+      ->check(CLI::ExistingFile);
+}
+
 std::string SpecHelp() {
   std::string help = "Speculative decoding: none (plain decoding); auto (the default: every drafter available ";
   help += "-- ngram, the --draft file's, the shipped model's drafters, the target's NextN layers -- and the ";

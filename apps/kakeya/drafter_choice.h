@@ -1,11 +1,13 @@
 // Which model and drafter a command runs, from -m, --spec and --draft:
-// shared by `kakeya run` and `kakeya serve`. Without -m the shipped model
+// shared by `kakeya run`, `chat` and `serve`. Without -m the shipped model
 // (models/) runs, with its shipped drafters.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "model/context.h"
 #include "model/model.h"
@@ -34,6 +36,9 @@ std::vector<DrafterChoice> AutoChoices(const ModelFlags& f, const Model& target)
 // kind comes from its metadata (drafter_registry.h).
 std::unique_ptr<Drafter> MakeDrafter(const ModelFlags& f, const Model& target, Context& ctx,
                                      const SamplingParams& sampling, int max_block);
+
+// -m, --spec and --draft; spec_note ends --spec's help (what the command adds to it).
+void AddModelFlags(CLI::App& app, ModelFlags& f, const std::string& spec_note = "");
 
 // --spec's help text and values.
 std::string SpecHelp();

@@ -56,7 +56,7 @@ int Perplexity(const PerplexityFlags& f) {
   ContextOptions copts;
   copts.n_ctx = f.window;
   copts.max_batch = std::min(f.batch, f.window);
-  copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  copts.n_threads = ThreadsOrDefault(f.threads);
   Context ctx(*model, copts);
 
   const auto start = std::chrono::steady_clock::now();

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -41,9 +42,15 @@ std::string ShippedDrafterPath(const std::string& kind) {
   return "";
 }
 
-int DefaultThreads() {
+int ThreadsOrDefault(int threads) {
+  if (threads > 0) return threads;
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+int ContextSizeOrDefault(int n_ctx, int n_ctx_train) {
+  if (n_ctx < 0) Fail("-c ", n_ctx, " is negative");
+  return n_ctx > 0 ? n_ctx : std::min(n_ctx_train, 4096);
 }
 
 }  // namespace kakeya::cli

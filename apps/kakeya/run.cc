@@ -87,9 +87,8 @@ int Run(const RunFlags& f) {
   const std::unique_ptr<Model> model = Model::Load(f.model);
   const HParams& hp = model->hparams();
   ContextOptions copts;
-  copts.n_ctx = f.n_ctx > 0 ? f.n_ctx : std::min(hp.n_ctx_train, 4096);
-  if (f.n_ctx < 0) Fail("-c ", f.n_ctx, " is negative");
-  copts.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  copts.n_ctx = ContextSizeOrDefault(f.n_ctx, hp.n_ctx_train);
+  copts.n_threads = ThreadsOrDefault(f.threads);
   copts.max_batch = std::min(512, copts.n_ctx);
   if (f.block_given && (f.block < 1 || f.block > kMaxBlock)) {
     Fail("--block ", f.block, " is out of range: give 1 .. ", kMaxBlock, " rows per verify step (omit it for adaptive)");
@@ -206,10 +205,7 @@ int Run(const RunFlags& f) {
 
 Runner AddRunCommand(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
-  app.add_option("-m,--model", f->model,
-                 "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its "
-                 "draft model as the default drafter)")
-      ->check(CLI::ExistingFile);
+  AddModelFlags(app, *f);
   app.add_option("-p,--prompt", f->prompt, "Prompt text");
   app.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
@@ -219,11 +215,6 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_option("--top", f->n_top, "With --json: record the K best raw logits of every step");
   app.add_flag("--json", f->json, "Print one JSON object instead of streaming text");
-  app.add_option("--spec", f->spec, SpecHelp())->check(CLI::IsMember(SpecNames()))->capture_default_str();
-  app.add_option("--draft", f->draft,
-                 "Drafter GGUF; its kind is read from the file: a language model of the same vocabulary "
-                 "(draft), a DFlash block drafter (block), an MTP sidecar or gemma4-assistant (mtp)")
-      ->check(CLI::ExistingFile);
   app.add_flag("--spec-trace", f->spec_trace, "With --json: record every verify step (position, proposals, accepted) in spec.trace");
   CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1..64; default: adaptive up to 16");
   return [f, block] {

@@ -78,7 +78,6 @@ void FinishOrCancel(const sigset_t& stop_signals, Scheduler& scheduler) {
 
 int Serve(const ServeFlags& f) {
   if (f.port < 0 || f.port > 65535) Fail("--port ", f.port, " is out of range (0 .. 65535; 0 picks a free port)");
-  if (f.n_ctx < 0) Fail("-c ", f.n_ctx, " is negative");
   if (f.max_body < 1) Fail("--max-body ", f.max_body, " must be at least 1 byte");
   if (f.max_queue < 0 || f.max_queue > 4096) Fail("--max-queue ", f.max_queue, " is out of range (0 .. 4096)");
   const sigset_t stop_signals = BlockStopSignals();
@@ -86,8 +85,8 @@ int Serve(const ServeFlags& f) {
   const std::unique_ptr<Model> model = Model::Load(f.model);
   SchedulerOptions options;
   options.slots = f.slots;
-  options.n_ctx = f.n_ctx > 0 ? f.n_ctx : std::min(model->hparams().n_ctx_train, 4096);
-  options.n_threads = f.threads > 0 ? f.threads : DefaultThreads();
+  options.n_ctx = ContextSizeOrDefault(f.n_ctx, model->hparams().n_ctx_train);
+  options.n_threads = ThreadsOrDefault(f.threads);
   options.max_queue = f.max_queue;
   options.max_step_rows = std::min(512, options.n_ctx);
   options.max_block = kMaxBlock;
@@ -142,16 +141,7 @@ int Serve(const ServeFlags& f) {
 
 Runner AddServeCommand(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
-  app.add_option("-m,--model", f->model,
-                 "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its drafters)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--draft", f->draft,
-                 "Drafter GGUF; its kind is read from the file (a draft model, a DFlash block drafter, an MTP "
-                 "sidecar or gemma4-assistant)")
-      ->check(CLI::ExistingFile);
-  app.add_option("--spec", f->spec, SpecHelp() + ". Every slot gets its own drafter")
-      ->check(CLI::IsMember(SpecNames()))
-      ->capture_default_str();
+  AddModelFlags(app, *f, ". Every slot gets its own drafter");
   app.add_option("--host", f->host,
                  "Address to listen on; 0.0.0.0 listens on every interface (then set --api-key)")
       ->capture_default_str();

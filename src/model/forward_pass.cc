@@ -28,10 +28,6 @@ AttentionShape AttentionShapeOf(const AttentionSpec& a) {
   return {a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, a.softcap};
 }
 
-// Rows per attention task at most: up to 16 (row, query head) pairs share each
-// block of keys and values while it is in L1 (AttendKvHead).
-int MaxAttentionRows(const AttentionSpec& a) { return std::max(1, 16 / (a.n_head / a.n_head_kv)); }
-
 }  // namespace
 
 ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_rows, int n_ctx, int n_threads)
@@ -52,7 +48,7 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
     k_width = std::max(k_width, a.k_width());
     v_width = std::max(v_width, a.v_width());
     out_width = std::max(out_width, a.out_width());
-    attention_floats = std::max(attention_floats, AttendScratchFloats(AttentionShapeOf(a), MaxAttentionRows(a), n_ctx));
+    attention_floats = std::max(attention_floats, AttendScratchFloats(AttentionShapeOf(a), a.max_rows_per_task(), n_ctx));
     n_ff = std::max({n_ff, L.ffn.n_ff(), L.shared_expert.n_ff()});
     n_expert = std::max(n_expert, L.moe.n_expert);
     n_used = std::max(n_used, L.moe.n_used);
@@ -220,8 +216,7 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
   // Tasks of (a slice's rows, KV head): about two per thread, each row's
   // result the same however the rows are grouped. Every sequence attends to
   // its own cache only.
-  const int chunks_per_head = (2 * pool_.size() + a.n_head_kv - 1) / a.n_head_kv;
-  const int rows_per_task = std::clamp((n_rows_ + chunks_per_head - 1) / chunks_per_head, 1, MaxAttentionRows(a));
+  const int rows_per_task = a.rows_per_task(n_rows_, pool_.size());
   int64_t n_tasks = 0;
   for (const SequenceSlice& s : slices_) n_tasks += int64_t((s.n_rows + rows_per_task - 1) / rows_per_task) * a.n_head_kv;
   const AttentionShape shape = AttentionShapeOf(a);

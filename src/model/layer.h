@@ -4,6 +4,7 @@
 // layer blocks (model/forward_pass.h); nothing here changes after Load.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -47,6 +48,16 @@ struct AttentionSpec {
   int k_width() const { return n_head_kv * head_dim; }
   int v_width() const { return n_head_kv * value_dim; }
   int out_width() const { return n_head * value_dim; }
+  // Rows per attention task at most: up to 16 (row, query head) pairs share
+  // each block of keys and values while it is in L1 (AttendKvHead), and the
+  // scratch per thread is sized for them.
+  int max_rows_per_task() const { return std::max(1, 16 / (n_head / n_head_kv)); }
+  // Rows per task for n_rows rows on n_threads threads: tasks of (rows, KV
+  // head), about two per thread.
+  int rows_per_task(int n_rows, int n_threads) const {
+    const int chunks_per_head = (2 * n_threads + n_head_kv - 1) / n_head_kv;
+    return std::clamp((n_rows + chunks_per_head - 1) / chunks_per_head, 1, max_rows_per_task());
+  }
 };
 
 enum class FfnActivation : uint8_t {

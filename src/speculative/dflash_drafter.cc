@@ -22,10 +22,6 @@ constexpr int kObserveRows = 64;
 constexpr int kMaxBlockSize = 256;
 constexpr int kMaxTaps = 64;
 
-// Rows per attention task: 16 (row, query head) slots of scratch per thread,
-// as the target's forward takes.
-int MaxRowsPerTask(const AttentionSpec& a) { return std::max(1, 16 / (a.n_head / a.n_head_kv)); }
-
 // Keys of the DFlash family that change the computation in ways this drafter
 // does not implement: refused rather than silently ignored.
 void RefuseExtensions(const ModelLoader& loader) {
@@ -229,7 +225,7 @@ void DFlashDrafter::AllocateBuffers(int n_ctx) {
   for (size_t il = 0; il < layers_.size(); ++il)
     cache_.emplace_back(LayerCacheShape{0, a.k_width(), a.v_width()}, capacity);
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
-  attention_floats_ = AttendScratchFloats(shape, MaxRowsPerTask(a), capacity);
+  attention_floats_ = AttendScratchFloats(shape, a.max_rows_per_task(), capacity);
   scores_ = Buffer<float>(size_t(pool_.size()) * attention_floats_);
 
   size_t matmul_bytes = MatMulScratchBytes(fc_.type, fc_.n_in, R);
@@ -382,8 +378,7 @@ void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, 
   // the whole context's for every row of the block).
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
-  const int chunks_per_head = (2 * pool_.size() + a.n_head_kv - 1) / a.n_head_kv;
-  const int per_task = std::clamp((rows + chunks_per_head - 1) / chunks_per_head, 1, MaxRowsPerTask(a));
+  const int per_task = a.rows_per_task(rows, pool_.size());
   const int chunks = (rows + per_task - 1) / per_task;
   pool_.Run(int64_t(chunks) * a.n_head_kv, [&](int64_t task, int thread) {
     const int r0 = static_cast<int>(task / a.n_head_kv) * per_task;

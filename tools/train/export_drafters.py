@@ -159,7 +159,7 @@ def main():
     config, as train_drafters.py saves them), for --dflash-init, or as OUT/mtp.pt so that a
     DFlash-only run skips the MTP stage."""
     import argparse
-    from train_drafters import save_finished
+    from drafter_loop import save_finished
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("kind", choices=["dflash", "mtp"])
     ap.add_argument("gguf")
