@@ -5,6 +5,10 @@
     scripts/tile-instructions.py --run build/bin/tile-probe          (x86: under valgrind)
     scripts/tile-instructions.py --run build-arm/bin/tile-probe      (ARM: under qemu-aarch64)
 
+build-arm is scripts/test-arm.sh's cross-build (GCC); for clang's counts, configure
+another with -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu-clang.cmake and build
+its tile-probe target.
+
 Static mode: disassembles the tile functions of matmul_packed.cc /
 matmul_packed_kquant.cc objects (x86 or ARM; pass aarch64-linux-gnu-objdump
 for an ARM build), takes each tile's loop over weight blocks (the outermost

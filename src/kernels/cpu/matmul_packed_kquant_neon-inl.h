@@ -15,10 +15,12 @@
 //   kI8mm     smmla: two quads of a sub-block zipped per column pair, rows in
 //             pairs; a tile of 1 row is the kDotprod one.
 // In every form the sub-block sums are scaled in int32 (mla) and the min
-// (Q4_K, Q5_K) and offset (Q6_K) terms are int16 scale by int16 block sum
-// into int32 (smlal): sumi, summ and sumb are the portable kernel's exact
-// integers, and the float steps are its operations in its order, so every
-// form gives its bits.
+// (Q4_K, Q5_K) and offset (Q6_K, plain form) terms are int16 scale by int16
+// block sum into int32 (smlal): sumi, summ and sumb are the portable
+// kernel's exact integers (the dot-product forms sum Q6_K's weights as
+// 4 (q - 32), which makes sumi - 32 sumb four times over, no offset term),
+// and the float steps are its operations in its order, so every form gives
+// its bits.
 enum class ArmForm { kNeon, kDotprod, kI8mm };
 constexpr int kMaxTileRows = 4;
 #include "kernels/cpu/neon_common-inl.h"
@@ -31,6 +33,9 @@ constexpr int kPrefetchAhead = 8192;
 HWY_INLINE void PrefetchSuperBlock(const uint8_t* sb, int64_t bytes, const uint8_t* end) {
   const uint8_t* ahead = sb + kPrefetchAhead;
   if (ahead + bytes > end) return;
+  // Unrolled: a super-block is 37-53 lines, and a loop spent three
+  // instructions on each line's one prfm (6% of a Q6_K row's tile).
+  KAKEYA_UNROLL
   for (int64_t l = 0; l < bytes; l += 64) __builtin_prefetch(ahead + l, 0, 2);
 }
 
@@ -47,24 +52,32 @@ HWY_INLINE int8x16_t XQuad(const int8_t* p) {
 
 // Quad j (0..7) of the chunks 8t .. 8t + 7 of a half group, nibble n (0: of
 // sub-block 2t, 1: of 2t + 1), as bytes 0..31: w[0] columns 0-3, w[1] 4-7.
-// q5: Q5_K, whose fifth bit (bit 2t + n of the qh byte) goes in at bit 4.
+// q5: Q5_K, whose fifth bit is bit 2t + n of the qh byte. As in Q5_0's
+// tiles (matmul_packed_neon-inl.h), the qh bytes are inverted, cmtst makes
+// 0xFF under each clear bit and one bsl (low nibbles) or sri (high nibbles)
+// puts the nibble beneath it: q - 16 as a signed byte, in two instructions
+// where putting the bit in at bit 4 took three. (sli would do for bsl, but
+// it overwrites the chunk both nibbles need: GCC 12 then copies it first.) The tile adds 16 sc[s]
+// bsum32(s) back (Q4KMinSums).
 HWY_INLINE void Q4KQuad(const uint8_t* sb, int half, bool q5, int t, int j, int n, int8x16_t w[2]) {
   for (int h = 0; h < 2; ++h) {
     const uint8x16_t raw = vld1q_u8(sb + kQ4Quants + (8 * t + j) * 64 + 32 * half + 16 * h);
-    uint8x16_t u = n == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4);
     if (q5) {
-      const uint8x16_t qh = vld1q_u8(sb + kQ5High + j * 64 + 32 * half + 16 * h);
-      const uint8x16_t bit = vshlq_u8(qh, vdupq_n_s8(static_cast<int8_t>(4 - 2 * t - n)));  // negative: right
-      u = vbslq_u8(vdupq_n_u8(0x10), bit, u);
+      uint8x16_t clear = vmvnq_u8(vld1q_u8(sb + kQ5High + j * 64 + 32 * half + 16 * h));
+      // Left visible, GCC 12 turns each cmtst of ~qh into bic + cmtst.
+      asm("" : "+w"(clear));
+      const uint8x16_t fill = vtstq_u8(clear, vdupq_n_u8(static_cast<uint8_t>(1 << (2 * t + n))));
+      w[h] = vreinterpretq_s8_u8(n == 0 ? vbslq_u8(vdupq_n_u8(0x0F), raw, fill) : vsriq_n_u8(fill, raw, 4));
+    } else {
+      w[h] = vreinterpretq_s8_u8(n == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
     }
-    w[h] = vreinterpretq_s8_u8(u);
   }
 }
 
 // The quad at hi chunk v (0..15) of sub-block v / 4 + 4i (elements 64i + 4v
 // .. + 3) of a half group, as bytes 0..63 (w as in Q4KQuad): the low 4 bits
 // are nibble i / 2 of lo chunk v + 16 (i % 2), the top 2 bits 2i..2i+1 of
-// the hi chunk.
+// the hi chunk. The plain form's int16 lanes need these unsigned bytes.
 HWY_INLINE void Q6KQuad(const uint8_t* sb, int half, int v, int i, int8x16_t w[2]) {
   for (int h = 0; h < 2; ++h) {
     const uint8x16_t lo_raw = vld1q_u8(sb + kQ6Low + (v + 16 * (i % 2)) * 64 + 32 * half + 16 * h);
@@ -72,6 +85,31 @@ HWY_INLINE void Q6KQuad(const uint8_t* sb, int half, int v, int i, int8x16_t w[2
     const uint8x16_t lo = i < 2 ? vandq_u8(lo_raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(lo_raw, 4);
     const uint8x16_t top = vshlq_u8(hi_raw, vdupq_n_s8(static_cast<int8_t>(4 - 2 * i)));  // to bits 4-5
     w[h] = vreinterpretq_s8_u8(vbslq_u8(vdupq_n_u8(0x30), top, lo));
+  }
+}
+
+// The same quad as 4 (q - 32), signed: q's 6 bits in bits 2-7 with bit 7
+// (q's bit 5) flipped. The dot-product forms sum these, and the sum over a
+// super-block divided by 4 is exactly sumi - 32 sumb: no offset sums per row.
+// top: hi chunk v with every top pair's high bit flipped (Q6KFlippedTops,
+// one eor for the chunk's four sub-blocks); each quad then costs what
+// Q6KQuad's does (sli, sri and bsl merge the nibble with its top bits).
+HWY_INLINE void Q6KFlippedTops(const uint8_t* sb, int half, int v, uint8x16_t top[2]) {
+  for (int h = 0; h < 2; ++h) top[h] = veorq_u8(vld1q_u8(sb + kQ6High + v * 64 + 32 * half + 16 * h), vdupq_n_u8(0xAA));
+}
+HWY_INLINE void Q6KQuadTimes4(const uint8_t* sb, int half, int v, int i, const uint8x16_t top[2], int8x16_t w[2]) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8x16_t lo_raw = vld1q_u8(sb + kQ6Low + (v + 16 * (i % 2)) * 64 + 32 * half + 16 * h);
+    uint8x16_t q4;
+    if (i == 0) {
+      q4 = vsliq_n_u8(vshlq_n_u8(lo_raw, 2), top[h], 6);
+    } else if (i == 1) {
+      q4 = vbslq_u8(vdupq_n_u8(0xC0), vshlq_n_u8(top[h], 4), vshlq_n_u8(lo_raw, 2));
+    } else {
+      const uint8x16_t high_nibble = vandq_u8(lo_raw, vdupq_n_u8(0xF0));
+      q4 = vsriq_n_u8(i == 2 ? vshlq_n_u8(top[h], 2) : top[h], high_nibble, 2);
+    }
+    w[h] = vreinterpretq_s8_u8(q4);
   }
 }
 
@@ -136,26 +174,44 @@ HWY_INLINE void UnpairRows(const int32x4_t msum[4], int32x4_t even[2], int32x4_t
   }
 }
 
+// acc[0] += the low half of a times lane `lane` of by, acc[1] += its high
+// half (smlal by element: no scalar to move into a vector per sub-block). The
+// lane is an immediate: the switch folds once the caller's loop is unrolled.
+HWY_INLINE void MulAddByLane(int16x8_t a, int16x8_t by, int lane, int32x4_t acc[2]) {
+#define KAKEYA_LANE(L)                                             \
+  case L:                                                          \
+    acc[0] = vmlal_laneq_s16(acc[0], vget_low_s16(a), by, L);      \
+    acc[1] = vmlal_high_laneq_s16(acc[1], a, by, L);               \
+    return;
+  switch (lane) {
+    KAKEYA_LANE(0) KAKEYA_LANE(1) KAKEYA_LANE(2) KAKEYA_LANE(3)
+    KAKEYA_LANE(4) KAKEYA_LANE(5) KAKEYA_LANE(6) default: KAKEYA_LANE(7)
+  }
+#undef KAKEYA_LANE
+}
+
 // summ of one row, Q4_K and Q5_K: mn[s] by the sub-block's bsum32 (|bsum32|
-// <= 32 * 127, an int16) into int32.
-HWY_INLINE void Q4KMinSums(const uint8_t* sb, int half, const int16_t* bsums, int32x4_t summ[2]) {
-  summ[0] = summ[1] = vdupq_n_s32(0);
+// <= 32 * 128, an int16; pairwise adds of the 16 bsums put sub-block s in
+// lane s) into int32. q5: also fifth, sc[s] by bsum32(s), which 16 times
+// over is what Q4KQuad's q - 16 left out of sumi.
+HWY_INLINE void Q4KMinSums(const uint8_t* sb, int half, bool q5, const int16_t* bsums, int32x4_t summ[2],
+                           int32x4_t fifth[2]) {
+  const int16x8_t bsum32 = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+  summ[0] = summ[1] = fifth[0] = fifth[1] = vdupq_n_s32(0);
+  KAKEYA_UNROLL
   for (int s = 0; s < 8; ++s) {
-    const int16x8_t mn = Scales16(sb + kQ4Mins + 16 * s + 8 * half, false);
-    const auto bsum = static_cast<int16_t>(bsums[2 * s] + bsums[2 * s + 1]);
-    summ[0] = vmlal_n_s16(summ[0], vget_low_s16(mn), bsum);
-    summ[1] = vmlal_high_n_s16(summ[1], mn, bsum);
+    MulAddByLane(Scales16(sb + kQ4Mins + 16 * s + 8 * half, false), bsum32, s, summ);
+    if (q5) MulAddByLane(Scales16(sb + kQ4Scales + 16 * s + 8 * half, false), bsum32, s, fifth);
   }
 }
 
-// sumb of one row, Q6_K: sc[s] by the sub-block's bsum16 into int32.
+// sumb of one row, Q6_K's plain form: sc[s] by the sub-block's bsum16 into
+// int32.
 HWY_INLINE void Q6KOffsetSums(const uint8_t* sb, int half, const int16_t* bsums, int32x4_t sumb[2]) {
+  const int16x8_t bsum16[2] = {vld1q_s16(bsums), vld1q_s16(bsums + 8)};
   sumb[0] = sumb[1] = vdupq_n_s32(0);
-  for (int s = 0; s < 16; ++s) {
-    const int16x8_t sc = Scales16(sb + kQ6Scales + 16 * s + 8 * half, true);
-    sumb[0] = vmlal_n_s16(sumb[0], vget_low_s16(sc), bsums[s]);
-    sumb[1] = vmlal_high_n_s16(sumb[1], sc, bsums[s]);
-  }
+  KAKEYA_UNROLL
+  for (int s = 0; s < 16; ++s) MulAddByLane(Scales16(sb + kQ6Scales + 16 * s + 8 * half, true), bsum16[s / 8], s % 8, sumb);
 }
 
 // sumi of kR rows over one super-block, per form. Q4_K and Q5_K: sub-blocks
@@ -196,6 +252,7 @@ HWY_INLINE KAKEYA_DOTPROD void Q4KSumsDotprod(const uint8_t* sb, int half, const
   constexpr int kNibbles = kR <= 2 ? 2 : 1;
   for (int r = 0; r < kR; ++r) sumi[r][0] = sumi[r][1] = vdupq_n_s32(0);
   for (int t = 0; t < 4; ++t) {
+    KAKEYA_UNROLL
     for (int n0 = 0; n0 < 2; n0 += kNibbles) {
       int32x4_t dot[kNibbles][kR][2];
       // The sub-blocks' 32 activation bytes per row, quad j in lane j % 4
@@ -244,20 +301,25 @@ HWY_INLINE KAKEYA_I8MM void Q4KSumsI8mm(const uint8_t* sb, int half, const int8_
   for (int p = 0; p < kPairs; ++p)
     for (int cp = 0; cp < 4; ++cp) msum[p][cp] = vdupq_n_s32(0);
   for (int t = 0; t < 4; ++t) {
+    KAKEYA_UNROLL
     for (int n0 = 0; n0 < 2; n0 += kNibbles) {
       int32x4_t m[kNibbles][kPairs][4];
       for (int n = 0; n < kNibbles; ++n)
         for (int p = 0; p < kPairs; ++p)
           for (int cp = 0; cp < 4; ++cp) m[n][p][cp] = vdupq_n_s32(0);
+      KAKEYA_UNROLL
       for (int e = 0; e < 4; ++e) {
+        KAKEYA_UNROLL
         for (int n = 0; n < kNibbles; ++n) {
           int8x16_t wa[2], wb[2], w8[4];
           Q4KQuad(sb, half, kQ5, t, 2 * e, n0 + n, wa);
           Q4KQuad(sb, half, kQ5, t, 2 * e + 1, n0 + n, wb);
           ZipQuads(wa, wb, w8);
           const int x_at = 64 * t + 32 * (n0 + n) + 8 * e;
+          KAKEYA_UNROLL
           for (int p = 0; p < kPairs; ++p) {
             const int8x16_t x = XPair(xq[2 * p] + x_at, xq[std::min(2 * p + 1, kR - 1)] + x_at);
+            KAKEYA_UNROLL
             for (int cp = 0; cp < 4; ++cp) m[n][p][cp] = vmmlaq_s32(m[n][p][cp], w8[cp], x);
           }
         }
@@ -275,9 +337,12 @@ HWY_INLINE KAKEYA_I8MM void Q4KSumsI8mm(const uint8_t* sb, int half, const int8_
 }
 
 // Q6_K: hi chunks 4g .. 4g + 3 complete sub-blocks g + 4i (i = 0..3), one
-// quad per chunk (Q6KQuad); as many of the four at once as fit 16
-// accumulators (plain form: 4 per row and sub-block, dot product: 2, i8mm:
-// 4 per row pair), the others reading the chunks again from L1.
+// quad per chunk (Q6KQuad, Q6KQuadTimes4); as many of the four at once as
+// fit 16 accumulators (plain form: 4 per row and sub-block, dot product: 2,
+// i8mm: 4 per row pair), the others reading the chunks again from L1. i8mm's
+// tiles of two row pairs take one sub-block at a time: with two, the
+// sub-block sums and the tile's 8 scaled sums spilled (1.06 against 1.02
+// instructions per byte).
 template <int kR>
 HWY_INLINE void Q6KSumsNeon(const uint8_t* sb, int half, const int8_t* const* xq, int32x4_t (*sumi)[2]) {
   constexpr int kSubs = kR == 1 ? 4 : kR == 2 ? 2 : 1;
@@ -310,6 +375,7 @@ HWY_INLINE KAKEYA_DOTPROD void Q6KSumsDotprod(const uint8_t* sb, int half, const
   constexpr int kSubs = kR <= 2 ? 4 : 2;
   for (int r = 0; r < kR; ++r) sumi[r][0] = sumi[r][1] = vdupq_n_s32(0);
   for (int g = 0; g < 4; ++g) {
+    KAKEYA_UNROLL
     for (int i0 = 0; i0 < 4; i0 += kSubs) {
       int32x4_t dot[kSubs][kR][2];
       int8x16_t x[kSubs][kR];  // a sub-block's 16 activation bytes per row, quad m in lane m
@@ -324,10 +390,12 @@ HWY_INLINE KAKEYA_DOTPROD void Q6KSumsDotprod(const uint8_t* sb, int half, const
       KAKEYA_UNROLL
       for (int m = 0; m < 4; ++m) {
         const int v = 4 * g + m;
+        uint8x16_t top[2];
+        Q6KFlippedTops(sb, half, v, top);
         KAKEYA_UNROLL
         for (int s = 0; s < kSubs; ++s) {
           int8x16_t w[2];
-          Q6KQuad(sb, half, v, i0 + s, w);
+          Q6KQuadTimes4(sb, half, v, i0 + s, top, w);
           KAKEYA_UNROLL
           for (int r = 0; r < kR; ++r) {
             KAKEYA_UNROLL
@@ -347,26 +415,34 @@ template <int kR>
 HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_t* const* xq,
                                         int32x4_t (*sumi)[2]) {
   constexpr int kPairs = (kR + 1) / 2;
-  constexpr int kSubs = kPairs == 1 ? 4 : 2;
+  constexpr int kSubs = kPairs == 1 ? 4 : 1;
   int32x4_t msum[kPairs][4];
   for (int p = 0; p < kPairs; ++p)
     for (int cp = 0; cp < 4; ++cp) msum[p][cp] = vdupq_n_s32(0);
   for (int g = 0; g < 4; ++g) {
+    KAKEYA_UNROLL
     for (int i0 = 0; i0 < 4; i0 += kSubs) {
       int32x4_t m[kSubs][kPairs][4];
       for (int s = 0; s < kSubs; ++s)
         for (int p = 0; p < kPairs; ++p)
           for (int cp = 0; cp < 4; ++cp) m[s][p][cp] = vdupq_n_s32(0);
+      KAKEYA_UNROLL
       for (int e = 0; e < 2; ++e) {  // hi chunks 4g + 2e, 4g + 2e + 1: elements 8e .. 8e + 7 of each sub-block
+        uint8x16_t top[2][2];
+        Q6KFlippedTops(sb, half, 4 * g + 2 * e, top[0]);
+        Q6KFlippedTops(sb, half, 4 * g + 2 * e + 1, top[1]);
+        KAKEYA_UNROLL
         for (int s = 0; s < kSubs; ++s) {
           const int i = i0 + s;
           int8x16_t wa[2], wb[2], w8[4];
-          Q6KQuad(sb, half, 4 * g + 2 * e, i, wa);
-          Q6KQuad(sb, half, 4 * g + 2 * e + 1, i, wb);
+          Q6KQuadTimes4(sb, half, 4 * g + 2 * e, i, top[0], wa);
+          Q6KQuadTimes4(sb, half, 4 * g + 2 * e + 1, i, top[1], wb);
           ZipQuads(wa, wb, w8);
           const int x_at = 64 * i + 16 * g + 8 * e;
+          KAKEYA_UNROLL
           for (int p = 0; p < kPairs; ++p) {
             const int8x16_t x = XPair(xq[2 * p] + x_at, xq[std::min(2 * p + 1, kR - 1)] + x_at);
+            KAKEYA_UNROLL
             for (int cp = 0; cp < 4; ++cp) m[s][p][cp] = vmmlaq_s32(m[s][p][cp], w8[cp], x);
           }
         }
@@ -387,7 +463,7 @@ HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_
 // matmul_packed.cc (each form's sums need its own target attribute). The
 // float sums live in `out`, as in the x86 tiles, leaving the registers to
 // the integer ones.
-#define KAKEYA_NEON_KTILE(Name, Q4KSumsForm, Q6KSumsForm, ATTR)                                          \
+#define KAKEYA_NEON_KTILE(Name, Q4KSumsForm, Q6KSumsForm, kQ6Times4, ATTR)                               \
   template <WeightLayout kLayout, int kR>                                                                 \
   HWY_NOINLINE ATTR void Name(const uint8_t* group, const uint8_t* end, int half, const ActQ8K& a,     \
                               int64_t nsb, int64_t r0, float (*out)[kCols]) {                            \
@@ -408,10 +484,11 @@ HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_
         for (int r = 0; r < kR; ++r) {                                                                    \
           const int64_t xb = (r0 + r) * nsb + b;                                                          \
           int32x4_t sumb[2];                                                                              \
-          Q6KOffsetSums(sb, half, a.bsums + xb * 16, sumb);                                               \
+          if constexpr (!kQ6Times4) Q6KOffsetSums(sb, half, a.bsums + xb * 16, sumb);                     \
           const float32x4_t dx = vdupq_n_f32(a.d[xb]);                                                    \
           for (int h = 0; h < 2; ++h) {                                                                   \
-            const int32x4_t total = vsubq_s32(sumi[r][h], vshlq_n_s32(sumb[h], 5));                       \
+            const int32x4_t total = kQ6Times4 ? vshrq_n_s32(sumi[r][h], 2)                                \
+                                              : vsubq_s32(sumi[r][h], vshlq_n_s32(sumb[h], 5));           \
             float* y = out[r] + 8 * half + 4 * h;                                                         \
             vst1q_f32(y, vfmaq_f32(vld1q_f32(y), vcvtq_f32_s32(total), vmulq_f32(d[h], dx)));             \
           }                                                                                               \
@@ -422,12 +499,13 @@ HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_
                                          vnegq_f32(LoadF16x4(sb + 32 + 16 * half + 8))};                  \
         for (int r = 0; r < kR; ++r) {                                                                    \
           const int64_t xb = (r0 + r) * nsb + b;                                                          \
-          int32x4_t summ[2];                                                                              \
-          Q4KMinSums(sb, half, a.bsums + xb * 16, summ);                                                  \
+          int32x4_t summ[2], fifth[2];                                                                    \
+          Q4KMinSums(sb, half, kLayout == WeightLayout::kQ5_Kx16, a.bsums + xb * 16, summ, fifth);        \
           const float32x4_t dx = vdupq_n_f32(a.d[xb]);                                                    \
           for (int h = 0; h < 2; ++h) {                                                                   \
             float* y = out[r] + 8 * half + 4 * h;                                                         \
-            float32x4_t acc = vfmaq_f32(vld1q_f32(y), vcvtq_f32_s32(sumi[r][h]), vmulq_f32(d[h], dx));    \
+            const int32x4_t total = vaddq_s32(sumi[r][h], vshlq_n_s32(fifth[h], 4));                      \
+            float32x4_t acc = vfmaq_f32(vld1q_f32(y), vcvtq_f32_s32(total), vmulq_f32(d[h], dx));         \
             acc = vfmaq_f32(acc, vcvtq_f32_s32(summ[h]), vmulq_f32(neg_dmin[h], dx));                     \
             vst1q_f32(y, acc);                                                                            \
           }                                                                                               \
@@ -435,9 +513,9 @@ HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_
       }                                                                                                   \
     }                                                                                                     \
   }
-KAKEYA_NEON_KTILE(KTileNeon, Q4KSumsNeon, Q6KSumsNeon, )
-KAKEYA_NEON_KTILE(KTileDotprod, Q4KSumsDotprod, Q6KSumsDotprod, KAKEYA_DOTPROD)
-KAKEYA_NEON_KTILE(KTileI8mm, Q4KSumsI8mm, Q6KSumsI8mm, KAKEYA_I8MM)
+KAKEYA_NEON_KTILE(KTileNeon, Q4KSumsNeon, Q6KSumsNeon, false, )
+KAKEYA_NEON_KTILE(KTileDotprod, Q4KSumsDotprod, Q6KSumsDotprod, true, KAKEYA_DOTPROD)
+KAKEYA_NEON_KTILE(KTileI8mm, Q4KSumsI8mm, Q6KSumsI8mm, true, KAKEYA_I8MM)
 #undef KAKEYA_NEON_KTILE
 
 template <WeightLayout kLayout, int kR, ArmForm kForm>
