@@ -44,7 +44,9 @@ TEST(Metrics, PrometheusTextFormat) {
     } else if (!std::regex_match(line, help)) {
       ASSERT_TRUE(std::regex_match(line, match, sample)) << line;
       EXPECT_TRUE(typed.count(match[1])) << "no TYPE before " << line;
-      if (std::string(match[1]).ends_with("_total")) EXPECT_GE(std::stod(match[4]), 0) << line;
+      if (std::string(match[1]).ends_with("_total")) {
+        EXPECT_GE(std::stod(match[4]), 0) << line;
+      }
       ++samples;
     }
   }
