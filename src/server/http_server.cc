@@ -94,7 +94,7 @@ std::string ReadBody(const httplib::Request& req, httplib::Response& res, const 
 
 HttpServer::HttpServer(const Model& model, std::string model_id, Scheduler& scheduler, const ChatPrompt& chat,
                        const HttpOptions& options)
-    : model_(model), model_id_(std::move(model_id)), scheduler_(scheduler), options_(options),
+    : model_id_(std::move(model_id)), scheduler_(scheduler), options_(options),
       completions_(model, model_id_, scheduler, chat, counters_), http_(std::make_unique<httplib::Server>()),
       started_(static_cast<int64_t>(std::time(nullptr))) {
   const int threads = options_.threads;
@@ -159,9 +159,12 @@ void HttpServer::AddRoutes() {
     if (req.matches[1] == model_id_) return res.set_content(DumpJson(model_json()), "application/json");
     SetError(res, ModelNotFound(req.matches[1].str(), model_id_));
   });
-  for (const auto& [route, endpoint] : {std::pair{"/v1/completions", Endpoint::kCompletions},
-                                        std::pair{"/v1/chat/completions", Endpoint::kChatCompletions}}) {
-    http.Post(route, [this, endpoint](const httplib::Request& req, httplib::Response& res,
+  // A pair, not a structured binding: lambdas capture those only from clang
+  // 16 (Xcode 15) on.
+  for (const auto& route : {std::pair{"/v1/completions", Endpoint::kCompletions},
+                            std::pair{"/v1/chat/completions", Endpoint::kChatCompletions}}) {
+    const Endpoint endpoint = route.second;
+    http.Post(route.first, [this, endpoint](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& reader) {
       Answer(res, [&] { completions_.Handle(endpoint, ReadBody(req, res, reader, options_.max_body), res); });
     });

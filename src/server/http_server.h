@@ -54,7 +54,6 @@ class HttpServer {
  private:
   void AddRoutes();
 
-  const Model& model_;
   std::string model_id_;
   Scheduler& scheduler_;
   HttpOptions options_;

@@ -171,7 +171,7 @@ bool Scheduler::AdmitAndCancel() {
     slot->outcome.queue_ms = MsBetween(job.submitted, Clock::now());
     slot->stop_requested = false;
     try {
-      slot->decoder->Start(job.request.prompt, job.request.options, [this, slot](TokenId t, std::span<const float> logits) {
+      slot->decoder->Start(job.request.prompt, job.request.options, [slot](TokenId t, std::span<const float> logits) {
         GenerationOutcome& o = slot->outcome;
         if (o.completion_tokens++ == 0) o.ttft_ms = MsBetween(slot->job->submitted, Clock::now());
         if (!slot->job->callbacks.on_token(TokenEvent{t, logits})) o.stopped_by_consumer = true;
