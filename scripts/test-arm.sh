@@ -15,7 +15,10 @@
 # instruction): --quick (439 tests) took 46 min for neon_i8mm and 51 min for
 # neon_dotprod on 2 Zen 1 cores, and (440 tests) 38 min for plain neon on 2
 # Zen 4 cores; the whole suite (without *Sweep*) took 102 min for neon_i8mm on 2
-# Zen 4 cores (session 21: 266 tests beyond --quick in 70, --quick's 441 in 32).
+# Zen 4 cores (session 21: 266 tests beyond --quick in 70, --quick's 441 in 32),
+# and 114 min for neon_dotprod's 710 (session 22, the cores shared with a build).
+# One test, SpeculativeLosslessSlow.RingWrapsRepresentativeBlockSizes, takes
+# about 58 min of one core under qemu: the suite cannot finish sooner.
 # Timings under qemu mean nothing; scripts/tile-instructions.py compares the
 # tiles' instruction counts per weight byte instead.
 set -euo pipefail
