@@ -56,9 +56,9 @@ HWY_INLINE int8x16_t XQuad(const int8_t* p) {
 // tiles (matmul_packed_neon-inl.h), the qh bytes are inverted, cmtst makes
 // 0xFF under each clear bit and one bsl (low nibbles) or sri (high nibbles)
 // puts the nibble beneath it: q - 16 as a signed byte, in two instructions
-// where putting the bit in at bit 4 took three. (sli would do for bsl, but
-// it overwrites the chunk both nibbles need: GCC 12 then copies it first.) The tile adds 16 sc[s]
-// bsum32(s) back (Q4KMinSums).
+// where putting the bit in at bit 4 took three (sli would do for bsl, but
+// it overwrites the chunk both nibbles need: GCC 12 then copies it first).
+// The tile adds 16 sc[s] bsum32(s) back (Q4KMinSums).
 HWY_INLINE void Q4KQuad(const uint8_t* sb, int half, bool q5, int t, int j, int n, int8x16_t w[2]) {
   for (int h = 0; h < 2; ++h) {
     const uint8x16_t raw = vld1q_u8(sb + kQ4Quants + (8 * t + j) * 64 + 32 * half + 16 * h);
