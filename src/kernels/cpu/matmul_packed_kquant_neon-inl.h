@@ -52,22 +52,15 @@ HWY_INLINE int8x16_t XQuad(const int8_t* p) {
 
 // Quad j (0..7) of the chunks 8t .. 8t + 7 of a half group, nibble n (0: of
 // sub-block 2t, 1: of 2t + 1), as bytes 0..31: w[0] columns 0-3, w[1] 4-7.
-// q5: Q5_K, whose fifth bit is bit 2t + n of the qh byte. As in Q5_0's
-// tiles (matmul_packed_neon-inl.h), the qh bytes are inverted, cmtst makes
-// 0xFF under each clear bit and one bsl (low nibbles) or sri (high nibbles)
-// puts the nibble beneath it: q - 16 as a signed byte, in two instructions
-// where putting the bit in at bit 4 took three (sli would do for bsl, but
-// it overwrites the chunk both nibbles need: GCC 12 then copies it first).
-// The tile adds 16 sc[s] bsum32(s) back (Q4KMinSums).
+// q5: Q5_K, whose fifth bit is bit 2t + n of the qh byte, decoded as in
+// Q5_0's tiles (NibbleWithFifthBit): q - 16 as a signed byte. The tile adds
+// 16 sc[s] bsum32(s) back (Q4KMinSums).
 HWY_INLINE void Q4KQuad(const uint8_t* sb, int half, bool q5, int t, int j, int n, int8x16_t w[2]) {
   for (int h = 0; h < 2; ++h) {
     const uint8x16_t raw = vld1q_u8(sb + kQ4Quants + (8 * t + j) * 64 + 32 * half + 16 * h);
     if (q5) {
-      uint8x16_t clear = vmvnq_u8(vld1q_u8(sb + kQ5High + j * 64 + 32 * half + 16 * h));
-      // Left visible, GCC 12 turns each cmtst of ~qh into bic + cmtst.
-      asm("" : "+w"(clear));
-      const uint8x16_t fill = vtstq_u8(clear, vdupq_n_u8(static_cast<uint8_t>(1 << (2 * t + n))));
-      w[h] = vreinterpretq_s8_u8(n == 0 ? vbslq_u8(vdupq_n_u8(0x0F), raw, fill) : vsriq_n_u8(fill, raw, 4));
+      const uint8x16_t clear = LoadInvertedBits(sb + kQ5High + j * 64 + 32 * half + 16 * h);
+      w[h] = NibbleWithFifthBit(raw, clear, 2 * t + n, n == 1);
     } else {
       w[h] = vreinterpretq_s8_u8(n == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
     }
@@ -513,9 +506,9 @@ HWY_INLINE KAKEYA_I8MM void Q6KSumsI8mm(const uint8_t* sb, int half, const int8_
       }                                                                                                   \
     }                                                                                                     \
   }
-KAKEYA_NEON_KTILE(KTileNeon, Q4KSumsNeon, Q6KSumsNeon, false, )
-KAKEYA_NEON_KTILE(KTileDotprod, Q4KSumsDotprod, Q6KSumsDotprod, true, KAKEYA_DOTPROD)
-KAKEYA_NEON_KTILE(KTileI8mm, Q4KSumsI8mm, Q6KSumsI8mm, true, KAKEYA_I8MM)
+KAKEYA_NEON_KTILE(KTileNeon, Q4KSumsNeon, Q6KSumsNeon, false, KAKEYA_NO_PRESCHEDULE)
+KAKEYA_NEON_KTILE(KTileDotprod, Q4KSumsDotprod, Q6KSumsDotprod, true, KAKEYA_DOTPROD KAKEYA_NO_PRESCHEDULE)
+KAKEYA_NEON_KTILE(KTileI8mm, Q4KSumsI8mm, Q6KSumsI8mm, true, KAKEYA_I8MM KAKEYA_NO_PRESCHEDULE)
 #undef KAKEYA_NEON_KTILE
 
 template <WeightLayout kLayout, int kR, ArmForm kForm>
@@ -557,6 +550,7 @@ MatMulKernel PackedKArmKernel(WeightLayout layout) {
 #undef KAKEYA_DOTPROD
 #undef KAKEYA_I8MM
 #undef KAKEYA_UNROLL
+#undef KAKEYA_NO_PRESCHEDULE
 
 MatMulKernel PackedKQuantKernel(WeightLayout layout) { return PackedKArmKernel<ArmForm::kNeon>(layout); }
 MatMulKernel PackedKQuantKernelDotprod(WeightLayout layout) { return PackedKArmKernel<ArmForm::kDotprod>(layout); }

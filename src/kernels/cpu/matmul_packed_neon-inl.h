@@ -23,11 +23,8 @@ constexpr int kMaxTileRows = 4;
 // Weight quad q (0..7) of a block's half group as signed bytes: w[0] columns
 // 0-3, w[1] columns 4-7, 4 bytes each. clear: the fifth bits (Q5_0, Q5_1),
 // inverted: bit j of a byte is element 4j + k's, bit 4 + j element
-// 16 + 4j + k's, so quad q's is bit q. cmtst turns quad q's into 0xFF where
-// the fifth bit is clear, and one bsl (low nibbles) or sri (high nibbles)
-// puts the nibble under it: u + 16 b - 16 as a signed byte, Q5_0's own
-// value and Q5_1's minus 16 (two instructions a quad, where shifting the bit
-// into place took four).
+// 16 + 4j + k's, so quad q's is bit q. With it a nibble becomes u + 16 b -
+// 16 (NibbleWithFifthBit): Q5_0's own value and Q5_1's minus 16.
 template <WeightLayout kLayout>
 HWY_INLINE void WeightQuad(const uint8_t* quants, const uint8x16_t clear[2], int q, int8x16_t w[2]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
@@ -37,8 +34,7 @@ HWY_INLINE void WeightQuad(const uint8_t* quants, const uint8x16_t clear[2], int
       w[i] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(quants + 64 * q + 16 * i), vdupq_n_u8(0x80)));
     } else if constexpr (kP.high_bits != 0) {
       const uint8x16_t raw = vld1q_u8(quants + 64 * (q % 4) + 16 * i);
-      const uint8x16_t fill = vtstq_u8(clear[i], vdupq_n_u8(static_cast<uint8_t>(1 << q)));
-      w[i] = vreinterpretq_s8_u8(q < 4 ? vbslq_u8(vdupq_n_u8(0x0F), raw, fill) : vsriq_n_u8(fill, raw, 4));
+      w[i] = NibbleWithFifthBit(raw, clear[i], q, q >= 4);
     } else {
       const uint8x16_t raw = vld1q_u8(quants + 64 * (q % 4) + 16 * i);
       w[i] = vreinterpretq_s8_u8(q < 4 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
@@ -64,10 +60,7 @@ HWY_INLINE void LoadHigh(const uint8_t* blk, int half, uint8x16_t clear[2]) {
   KAKEYA_UNROLL
   for (int i = 0; i < 2; ++i) {
     if constexpr (kP.high_bits != 0) {
-      clear[i] = vmvnq_u8(vld1q_u8(blk + kP.high_bits + 32 * half + 16 * i));
-      // Left visible, GCC 12 turns each quad's cmtst of ~high into bic +
-      // cmtst (one more instruction a quad): hide where clear came from.
-      asm("" : "+w"(clear[i]));
+      clear[i] = LoadInvertedBits(blk + kP.high_bits + 32 * half + 16 * i);
     } else {
       clear[i] = vdupq_n_u8(0);
     }
@@ -253,7 +246,7 @@ HWY_INLINE KAKEYA_I8MM void BlockSumsI8mm(const uint8_t* blk, int half, const in
   }
 KAKEYA_NEON_TILE(PackedTileNeon, BlockSumsNeon, )
 KAKEYA_NEON_TILE(PackedTileDotprod, BlockSumsDotprod, KAKEYA_DOTPROD)
-KAKEYA_NEON_TILE(PackedTileI8mm, BlockSumsI8mm, KAKEYA_I8MM)
+KAKEYA_NEON_TILE(PackedTileI8mm, BlockSumsI8mm, KAKEYA_I8MM KAKEYA_NO_PRESCHEDULE)
 #undef KAKEYA_NEON_TILE
 
 template <WeightLayout kLayout, int kR, ArmDot kDot>
@@ -287,6 +280,7 @@ struct PackedArm {
 #undef KAKEYA_DOTPROD
 #undef KAKEYA_I8MM
 #undef KAKEYA_UNROLL
+#undef KAKEYA_NO_PRESCHEDULE
 #define KAKEYA_PACKED_KERNEL PackedArm<ArmDot::kNeon>::Kernel
 
 // The kernels of the dot-product and i8mm targets (matmul.cc).
