@@ -11,6 +11,11 @@
 #   scripts/test-arm.sh --kernels      builds only the kernel tests and runs them
 #                                 once: they run every ARM target themselves
 #                                 (CI's ARM part, about 4 minutes on 2 cores)
+#   scripts/test-arm.sh --clang        compiles the engine (its libraries and
+#                                 the kakeya binary) with clang 14 for aarch64,
+#                                 running nothing: clang is the compiler family
+#                                 of macOS, and it refuses code GCC accepts
+#                                 (in CI, about 2 minutes on 2 cores)
 # Expect ten to twenty times the native time per target (qemu emulates every
 # instruction): --quick (439 tests) took 46 min for neon_i8mm and 51 min for
 # neon_dotprod on 2 Zen 1 cores, and (440 tests) 38 min for plain neon on 2
@@ -18,20 +23,22 @@
 # Zen 4 cores (session 21: 266 tests beyond --quick in 70, --quick's 441 in 32),
 # and 114 min for neon_dotprod's 710 (session 22, the cores shared with a build).
 # One test, SpeculativeLosslessSlow.RingWrapsRepresentativeBlockSizes, takes
-# about 58 min of one core under qemu: the suite cannot finish sooner.
+# 30 to 60 min of one core under qemu: the suite cannot finish sooner.
 # Timings under qemu mean nothing; scripts/tile-instructions.py compares the
 # tiles' instruction counts per weight byte instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
 kernels=0
+clang=0
 targets=(neon_i8mm neon_dotprod neon)
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --kernels) kernels=1; shift ;;
+    --clang) clang=1; shift ;;
     --target) targets=("$2"); shift 2 ;;
-    *) echo "usage: scripts/test-arm.sh [--quick | --kernels] [--target neon_i8mm|neon_dotprod|neon]" >&2; exit 2 ;;
+    *) echo "usage: scripts/test-arm.sh [--quick | --kernels | --clang] [--target neon_i8mm|neon_dotprod|neon]" >&2; exit 2 ;;
   esac
 done
 jobs=$(nproc)
@@ -52,6 +59,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if [ "$clang" -eq 1 ]; then
+  echo "== the engine compiled by clang for aarch64 (cmake/aarch64-linux-gnu-clang.cmake)"
+  cmake -S . -B build-arm-clang -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu-clang.cmake \
+    -DCMAKE_BUILD_TYPE=Release -DKAKEYA_BENCH=OFF >/dev/null
+  cmake --build build-arm-clang -j"$jobs" --target kakeya
+  exit 0
+fi
 cmake -S . -B build-arm -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DCMAKE_BUILD_TYPE=Release -DKAKEYA_BENCH=OFF >/dev/null
 if [ "$kernels" -eq 1 ]; then

@@ -62,4 +62,6 @@ if [ "$quick" -eq 0 ]; then
   scripts/fuzz.sh request "${KAKEYA_FUZZ_SECONDS:-60}"
   echo "== ARM64: the kernel tests cross-built and run under qemu (scripts/test-arm.sh --kernels)"
   scripts/test-arm.sh --kernels
+  echo "== ARM64 with clang, the compiler family of macOS: the engine compiles (scripts/test-arm.sh --clang)"
+  scripts/test-arm.sh --clang
 fi
