@@ -165,7 +165,7 @@ void HttpServer::AddRoutes() {
                             std::pair{"/v1/chat/completions", Endpoint::kChatCompletions}}) {
     const Endpoint endpoint = route.second;
     http.Post(route.first, [this, endpoint](const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& reader) {
+                                            const httplib::ContentReader& reader) {
       Answer(res, [&] { completions_.Handle(endpoint, ReadBody(req, res, reader, options_.max_body), res); });
     });
   }
