@@ -1,4 +1,4 @@
-// DESIGN.md invariant 1: a row's logits are bit-identical however its tokens
+// docs/design.md, invariant 1: a row's logits are bit-identical however its tokens
 // were split into Forward() calls and whatever the thread count. Lossless
 // speculative decoding rests on it: the verifier's batched rows must equal what
 // plain one-token decoding would have computed, to the last bit. Checked on

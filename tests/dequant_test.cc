@@ -1,5 +1,5 @@
 // Conversions and dequantizers against naive implementations of the
-// FORMATS.md section 2 formulas written here (independent of the library),
+// docs/formats/quantization.md formulas written here (independent of the library),
 // reference quantizer error bounds, and the fixture models' weights.
 #include <gtest/gtest.h>
 
@@ -71,7 +71,7 @@ float H(const uint8_t* p) {
   return static_cast<float>(RefF16(h));
 }
 
-// Dequantizes one block of `type` at p into y, straight from FORMATS.md 2.2/2.3.
+// Dequantizes one block of `type` at p into y, straight from docs/formats/quantization.md 2.2/2.3.
 void RefDequantBlock(DType type, const uint8_t* p, float* y) {
   switch (type) {
     case DType::kQ8_0:

@@ -1,6 +1,6 @@
-// A naive float64 DFlash forward (FORMATS.md 5.3), for dflash_drafter_test:
-// F32 weights read straight from the drafter's and the target's GGUF bytes,
-// no engine kernels.
+// A naive float64 DFlash forward (docs/formats/drafters.md 5.2), for
+// dflash_drafter_test: F32 weights read straight from the drafter's and the
+// target's GGUF bytes, no engine kernels.
 #pragma once
 
 #include <algorithm>
@@ -14,10 +14,10 @@
 
 namespace kakeya {
 
-// The DFlash forward written out from the format (FORMATS.md 5.3) in double,
-// over the F32 fixture's weights: it checks the drafter's own arithmetic on
-// the taps our target produced, apart from the target's rounding, which
-// the comparison with llama.cpp above includes.
+// The DFlash forward written out from the format (docs/formats/drafters.md
+// 5.2) in double, over the F32 fixture's weights: it checks the drafter's own
+// arithmetic on the taps our target produced, apart from the target's
+// rounding, which the comparison with llama.cpp above includes.
 class ReferenceDFlash {
  public:
   ReferenceDFlash(const GgufFile& d, const GgufFile& target) : d_(d), target_(target) {

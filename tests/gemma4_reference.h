@@ -1,5 +1,6 @@
 // A naive float64 forward pass of gemma4, written from the architecture
-// description (FORMATS.md 3.2, 3.3, 3.5, corrected by fixtures/models2/README.md)
+// description (docs/formats/architectures.md 3.2, 3.3, 3.5; the layer as
+// tests/fixtures/models2/README.md writes it)
 // and llama.cpp's src/models/gemma4.cpp, in the style of reference_forward_test.cc:
 // one token at a time, no engine kernels, F32 weights read straight from the
 // GGUF bytes. It covers everything the gemma4 format has: per-layer sliding

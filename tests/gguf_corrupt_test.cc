@@ -1,5 +1,5 @@
 // Broken and hostile GGUF files: each must be rejected with kakeya::Error naming
-// the field and byte offset (DESIGN.md invariant 5) -- never a crash, never
+// the field and byte offset (docs/design.md, invariant 5) -- never a crash, never
 // std::bad_alloc, never another exception type.
 #include <gtest/gtest.h>
 

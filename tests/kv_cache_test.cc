@@ -1,4 +1,4 @@
-// KV caches with O(1) rollback (DESIGN.md invariant 3): the ring layers of
+// KV caches with O(1) rollback (docs/design.md, invariant 3): the ring layers of
 // sliding-window models must let rejected rows be dropped at any time, before
 // and after the ring wraps, without changing a single bit of later logits.
 #include "cache/kv_cache.h"

@@ -1,7 +1,7 @@
 // Every metadata value and every tensor of one model per architecture, and of
 // each drafter file kind, changed one at a time: the file must load and run
 // (a forward; a drafter, speculative steps), or be refused with an Error; no crash, no other exception, no sanitizer report under ASan
-// (DESIGN.md invariant 5). model_load_test.cc checks chosen edits' messages;
+// (docs/design.md, invariant 5). model_load_test.cc checks chosen edits' messages;
 // this sweeps the edits nobody thought of: zeros, negatives, huge values,
 // NaN and infinity in each numeric key, emptied and shortened arrays, each
 // tensor dropped and each matrix transposed.

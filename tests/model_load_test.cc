@@ -1,6 +1,6 @@
 // Bad input to the loaders of the mixture and Gemma 4 architectures: each
 // inconsistent or missing piece is refused with an Error naming the key or
-// tensor, never a crash (DESIGN.md invariant 5). The files are the
+// tensor, never a crash (docs/design.md, invariant 5). The files are the
 // fixtures/models2 models with one thing changed.
 
 #include <gtest/gtest.h>

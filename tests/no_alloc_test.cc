@@ -1,4 +1,4 @@
-// DESIGN.md invariant 4: the decode hot loop does not allocate. Counts calls
+// docs/design.md, invariant 4: the decode hot loop does not allocate. Counts calls
 // of operator new (which std::vector and friends use) between consecutive
 // tokens of plain and speculative generation, after the set-up is done.
 #include <atomic>

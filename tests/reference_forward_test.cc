@@ -1,9 +1,10 @@
 // A naive float64 forward pass of the llama family (llama, qwen2, qwen3),
-// written from the architecture description (FORMATS.md 3.2-3.4) in the style
-// of llama2.c's forward(): one token at a time, no engine kernels, F32 weights
-// read straight from the GGUF bytes. It is first checked against llama.cpp
-// (the fixture README measured float64 to agree to ~5e-5), then used as the
-// yardstick for every logit of the engine on the F32 models.
+// written from the architecture description (docs/formats/architectures.md
+// 3.2-3.4) in the style of llama2.c's forward(): one token at a time, no
+// engine kernels, F32 weights read straight from the GGUF bytes. It is first
+// checked against llama.cpp (the fixture README measured float64 to agree to
+// ~5e-5), then used as the yardstick for every logit of the engine on the F32
+// models.
 
 #include <gtest/gtest.h>
 

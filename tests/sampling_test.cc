@@ -23,7 +23,7 @@
 #include "base/error.h"
 
 // Counts heap allocations so a test can check that Sample() makes none
-// (DESIGN.md invariant 4). Only operator new is replaced: libstdc++'s
+// (docs/design.md, invariant 4). Only operator new is replaced: libstdc++'s
 // operator delete releases with free(). ASan supplies its own; skipped there.
 #if !defined(__SANITIZE_ADDRESS__)
 namespace {

@@ -1,4 +1,4 @@
-// Lossless speculative decoding (DESIGN.md invariants 1-3): with greedy
+// Lossless speculative decoding (docs/design.md, invariants 1-3): with greedy
 // sampling the speculative loop must produce exactly the token ids of plain
 // decoding, whatever the drafter proposes, the block size, the thread count,
 // and however often sliding-window rings wrap; with temperature > 0 its tokens

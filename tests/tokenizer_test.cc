@@ -1,4 +1,4 @@
-// Tokenizer parity with llama.cpp (FORMATS.md section 4).
+// Tokenizer parity with llama.cpp (docs/formats/tokenizers.md).
 //
 // Reference data (tests/fixtures/tokenizer/README.md): the .inp/.out pairs of
 // nine vocabularies (gemma-4 included) come unchanged from llama.cpp's models/
@@ -289,7 +289,7 @@ TEST(Tokenizer, Gemma4DefaultsAndText) {
   EXPECT_TRUE(gemma.IsEndOfGeneration(50));  // <|tool_response>
 }
 
-// FORMATS.md 4.2 step 3: without parse_special, USER_DEFINED tokens are still
+// docs/formats/tokenizers.md 4.2 step 3: without parse_special, USER_DEFINED tokens are still
 // cut out whole (CONTROL and UNKNOWN ones are not), and render as their text.
 TEST(Tokenizer, UserDefinedTokensMatchWithoutParseSpecial) {
   const Tokenizer& gemma = Vocab("gemma-4");

@@ -19,7 +19,7 @@
 //             K = V on global layers (no attn_v), proportional rope (rope_freqs
 //             64 x 1 then 192 x 1e30), soft-cap 30, tied embeddings, vocab 262144.
 //             Tensors and keys as the converter writes them (the same set as
-//             tests/fixtures/models2/g4moe-f32.gguf, FORMATS.md 3.5).
+//             tests/fixtures/models2/g4moe-f32.gguf, docs/formats/architectures.md 3.5).
 //
 //   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4] [--type T] [--shape 1b|tiny]
 //       [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N]

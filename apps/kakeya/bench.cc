@@ -1,6 +1,6 @@
 // `kakeya bench verify`: the cost of one forward over N rows (a
 // speculative verify step of N-1 drafted tokens, or a prefill chunk of N), against one row
-// and against the machine's memory roofline (DESIGN.md "Performance model").
+// and against the machine's memory roofline (docs/design.md, "Performance model").
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -110,7 +110,7 @@ int BenchVerify(const BenchFlags& f) {
                           {"gbps", gb / (m / 1000.0)},
                           {"tok_s", f.rows[k] * 1000.0 / m}};
     if (experts) {
-      // The expert-union bound (DESIGN.md "Performance model"): no kernel can
+      // The expert-union bound (docs/design.md, "Performance model"): no kernel can
       // read the dense weights and the touched experts faster than the roofline.
       const double bound_ms = gb / roofline_gbps * 1000.0;
       row["experts_touched"] = experts_touched[k];

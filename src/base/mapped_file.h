@@ -1,5 +1,5 @@
 // A read-only memory-mapped file. Model weights are used in place from the
-// mapping (DESIGN.md invariant 4); the ones repacked at load are released.
+// mapping (docs/design.md, invariant 4); the ones repacked at load are released.
 #pragma once
 
 #include <cstddef>

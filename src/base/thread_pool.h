@@ -1,6 +1,6 @@
 // A persistent pool of worker threads. Threads are created once; Run() hands
 // them a task range without allocating or creating threads, so it can sit in
-// the decode hot loop (DESIGN.md invariant 4).
+// the decode hot loop (docs/design.md, invariant 4).
 //
 // Results must not depend on the number of threads: callers split work along
 // independent outputs (matrix columns, heads, rows), never along a reduction.

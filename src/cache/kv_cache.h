@@ -1,5 +1,5 @@
 // The key/value cache of one sequence: one LayerCache per layer, of two kinds
-// behind one interface (DESIGN.md invariant 3):
+// behind one interface (docs/design.md, invariant 3):
 //
 //  * full: every position has its own row; trimming moves a length.
 //  * ring: a sliding-window layer keeps only the last `window` positions a

@@ -1,4 +1,4 @@
-// Validated, memory-mapped GGUF reader (FORMATS.md section 1).
+// Validated, memory-mapped GGUF reader (docs/formats/gguf.md).
 //
 // Every length, count, offset and size read from the file is checked before use;
 // the first problem throws kakeya::Error with the field name and byte offset,

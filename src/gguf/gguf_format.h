@@ -1,5 +1,5 @@
 // Container constants and encodings shared by the GGUF reader and writer
-// (FORMATS.md section 1). Internal to src/gguf.
+// (docs/formats/gguf.md). Internal to src/gguf.
 #pragma once
 
 #include <cstdint>

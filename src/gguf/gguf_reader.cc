@@ -1,4 +1,4 @@
-// Parsing and validation of GGUF v2/v3 files (FORMATS.md section 1).
+// Parsing and validation of GGUF v2/v3 files (docs/formats/gguf.md).
 //
 // Nothing read from the file is trusted: every count is checked against the
 // bytes that could possibly hold it before anything is allocated, every size is
@@ -271,7 +271,8 @@ void CheckHeader(Cursor& c, uint32_t& version) {
     c.FailAt(0, {"magic"}, "not a GGUF file (expected the bytes 'GGUF')");
   }
   version = c.Read<uint32_t>({"version"});
-  // A big-endian file's version reads byte-swapped, e.g. 3 as 0x03000000 (FORMATS.md 1.6).
+  // A big-endian file's version reads byte-swapped, e.g. 3 as 0x03000000
+  // (docs/formats/gguf.md 1.6).
   if (version != 0 && (version & 0xFFFF) == 0) {
     c.FailAt(4, {"version"}, "big-endian GGUF files are not supported (version reads as 0x",
              std::hex, version, ")");
@@ -282,7 +283,7 @@ void CheckHeader(Cursor& c, uint32_t& version) {
   }
 }
 
-// general.alignment, if present, must be a UINT32 power of two (FORMATS.md 1.3).
+// general.alignment, if present, must be a UINT32 power of two (docs/formats/gguf.md 1.3).
 uint64_t AlignmentOf(const std::vector<GgufKv>& kvs, const std::string& file_name) {
   for (size_t k = 0; k < kvs.size(); ++k) {
     const GgufKv& kv = kvs[k];

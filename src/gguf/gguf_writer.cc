@@ -1,6 +1,6 @@
 // GGUF v3 writer: little-endian, tensor data sequential at aligned offsets
 // (offset_{i+1} = offset_i + align_up(nbytes_i, alignment)), the layout
-// llama.cpp's reader insists on (FORMATS.md 1.5).
+// llama.cpp's reader insists on (docs/formats/gguf.md 1.5).
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -234,7 +234,7 @@ std::vector<uint8_t> GgufWriter::SerializeHeader() const {
     sink.Put(offset);
     offset += AlignUp(t.nbytes, alignment_);
   }
-  // FORMATS.md 1.5: the data section is aligned, but no padding without tensors.
+  // docs/formats/gguf.md 1.5: the data section is aligned, but no padding without tensors.
   if (!tensors_.empty()) sink.PadTo(alignment_);
   return out;
 }

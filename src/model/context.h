@@ -2,7 +2,7 @@
 // the last forward of the Workspace it runs on (model/workspace.h). A Context
 // made alone gets a workspace of its own; a server's slots share one, and
 // RunForward runs the rows of several sequences in one forward. Forwards do
-// not allocate (DESIGN.md invariant 4): everything is sized at construction.
+// not allocate (docs/design.md, invariant 4): everything is sized at construction.
 #pragma once
 
 #include <cstdint>

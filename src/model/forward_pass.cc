@@ -160,7 +160,7 @@ void ForwardPass::PrepareRope() {
   }
 }
 
-// Self-attention (FORMATS.md 3.2-3.5).
+// Self-attention (docs/formats/architectures.md 3.2-3.5).
 void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out) {
   const AttentionSpec& a = L.attn;
   const float eps = model_.hparams().norm_eps;
@@ -262,7 +262,7 @@ void ForwardPass::Ffn(const DenseFfn& f, FfnActivation act, const float* in, flo
 
 namespace {
 
-// Row r's experts (FORMATS.md 3.5, 3.7; llama.cpp build_moe_ffn): the
+// Row r's experts (docs/formats/architectures.md 3.5, 3.6; llama.cpp build_moe_ffn): the
 // router's probabilities (softmax or sigmoid of the logits), the n_used
 // largest after the selection bias (ties to the lower index), their unbiased
 // probabilities as weights, renormalized to sum 1 (the sum clamped below at

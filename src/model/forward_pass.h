@@ -4,7 +4,7 @@
 //
 // Every block works row by row, or splits output columns or (row, head)
 // pairs over threads, so a row's bits never depend on the batch it came in
-// or on the thread count (DESIGN.md invariant 1). No block allocates: every
+// or on the thread count (docs/design.md, invariant 1). No block allocates: every
 // buffer is sized once, for the largest layer, by ForwardBuffers.
 #pragma once
 

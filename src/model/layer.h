@@ -17,7 +17,7 @@ enum class RopeStyle : uint8_t {
   kNeox,    // rotate halves (x[i], x[i + n_rot/2]): qwen, gemma, glm
 };
 
-// Rotary embedding of one layer's queries and keys (FORMATS.md 3.3).
+// Rotary embedding of one layer's queries and keys (docs/formats/architectures.md 3.3).
 struct RopeSpec {
   float base = 10000.0f;
   int dims = 0;  // rotated elements per head; the rest pass through
@@ -81,7 +81,7 @@ enum class ExpertGating : uint8_t {
 
 // A mixture of experts: a router picks n_used of the experts per row, each
 // is a DenseFfn of its own, and their outputs are summed with the router's
-// weights (FORMATS.md 3.5, 3.7).
+// weights (docs/formats/architectures.md 3.5, 3.6).
 struct MixtureOfExperts {
   int n_expert = 0;
   int n_used = 0;

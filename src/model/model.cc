@@ -75,7 +75,7 @@ void CheckLayers(const ModelLoader& loader, const Model& m) {
 }
 
 // The architecture bound every block as an ordinary layer; the NextN blocks
-// (FORMATS.md 5.1) leave the trunk for Model::nextn with their nextn.*
+// (docs/formats/drafters.md 5.1) leave the trunk for Model::nextn with their nextn.*
 // tensors, each with a cache of its own (kv_layer 0 of NextnView's model).
 // A sidecar's trunk layers were never bound: none stay.
 void SplitNextnBlocks(const ModelLoader& loader, Model& m) {

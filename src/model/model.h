@@ -33,7 +33,7 @@ struct HParams {
 };
 
 // A multi-token-prediction (NextN) block stored after the trunk, or in an
-// MTP sidecar file (FORMATS.md 5.1): a decoder layer whose input joins the
+// MTP sidecar file (docs/formats/drafters.md 5.1): a decoder layer whose input joins the
 // next token's embedding with the trunk's hidden state. Loaded for the MTP
 // drafter; the target's forward does not run it.
 struct NextnLayer {

@@ -40,7 +40,7 @@ class ModelLoader {
   // A per-layer integer: one value for every layer, or an array of n_layer
   // entries (llama.cpp's get_key_or_arr); `fallback` when the key is absent.
   std::vector<int> PerLayerInt(std::string_view suffix, int n_layer, int fallback) const;
-  // NextN blocks (FORMATS.md 5.1): block_count counts them, and they are the
+  // NextN blocks (docs/formats/drafters.md 5.1): block_count counts them, and they are the
   // last nextn_predict_layers blocks. TrunkLayers() is block_count minus them
   // (throws if that leaves none). An MTP sidecar holds the NextN blocks only
   // (no blk.0.attn_norm.weight) and borrows embeddings and head from its
@@ -94,7 +94,7 @@ class ModelLoader {
 
 // Keys shared by every architecture, into hp: embedding width, layer count
 // (block_count, NextN layers included), training context and the RMSNorm
-// epsilon (FORMATS.md 3.1).
+// epsilon (docs/formats/architectures.md 3.1).
 void ReadCommonKeys(const ModelLoader& loader, HParams& hp);
 
 // The mixture-of-experts keys (expert_count, expert_used_count,
@@ -111,7 +111,7 @@ ExpertKeys ReadExpertKeys(const ModelLoader& loader, int n_ff);
 void CheckRopeScaling(const ModelLoader& loader);
 
 // The attention keys of architectures whose layers all have the same
-// attention (FORMATS.md 3.1): heads, KV heads, head dims (default n_embd /
+// attention (docs/formats/architectures.md 3.1): heads, KV heads, head dims (default n_embd /
 // heads), rotated dims (default the head dim) and RoPE base (default 1e4).
 struct AttentionKeys {
   int n_head, n_head_kv, head_dim, value_dim, rope_dims;

@@ -1,7 +1,7 @@
 // What the forwards over one model share, whichever sequences they serve:
 // the thread pool, the scratch buffers of a forward pass, and the outputs of
 // the last forward (logits and hidden-state taps of its rows), all allocated
-// once at construction (DESIGN.md invariant 4). A sequence (Context) holds
+// once at construction (docs/design.md, invariant 4). A sequence (Context) holds
 // only its own state, the KV cache; a server's slots are Contexts over one
 // Workspace, so one forward runs the rows of all of them (RunForward,
 // context.h). ADR 0009.

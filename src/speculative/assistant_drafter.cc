@@ -36,7 +36,7 @@ TargetKvLayers FindTargetKvLayers(const ModelLoader& loader, const Model& target
 }
 
 // Layer il of the assistant: a gemma4 dense layer whose attention has only
-// queries (FORMATS.md 5.4), reading target layer a.kv_layer's cache, whose
+// queries (docs/formats/drafters.md 5.3), reading target layer a.kv_layer's cache, whose
 // KV heads, head dim and window it must share. RoPE is the assistant's own,
 // as llama.cpp applies it.
 Layer BindLayer(const ModelLoader& loader, const Model& target, TargetKvLayers kv, int il, int n_embd) {

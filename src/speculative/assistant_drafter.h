@@ -1,5 +1,5 @@
-// The gemma4-assistant drafter (FORMATS.md 5.4, fixtures/models2/README.md
-// "gemma4-assistant"; llama.cpp src/models/gemma4-assistant.cpp), run as
+// The gemma4-assistant drafter (docs/formats/drafters.md 5.3,
+// tests/fixtures/models2/README.md "gemma4-assistant"; llama.cpp src/models/gemma4-assistant.cpp), run as
 // --spec mtp --draft FILE. A small stack of gemma4 dense layers with no keys
 // or values of its own: its layers compute queries only and attend into the
 // TARGET's KV cache (sliding layers read the target's layer n_layer - 2,

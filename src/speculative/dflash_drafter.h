@@ -1,4 +1,4 @@
-// DFlash block drafter (FORMATS.md 5.3, corrected by fixtures/models2/README.md
+// DFlash block drafter (docs/formats/drafters.md 5.2; tests/fixtures/models2/README.md
 // "DFlash"; llama.cpp src/models/dflash.cpp): a small non-causal transformer
 // that reads the target's hidden states and proposes a whole block in one
 // forward.

@@ -1,5 +1,5 @@
-// The drafter interface of the speculative loop (DESIGN.md "The speculative
-// step"; STYLE.md item 6). A drafter sees only committed tokens (and, for
+// The drafter interface of the speculative loop (docs/design.md, "The
+// speculative step"; docs/conventions.md, item 6). A drafter sees only committed tokens (and, for
 // drafters that read the target's features, the hidden states the target's
 // forward already produced); it never writes the target's cache (Gemma 4's
 // assistant reads it: its layers have no keys of their own). Adding a drafter

@@ -47,7 +47,7 @@ struct DrafterChoice {
 // proposals, which sampled verification accepts losslessly too).
 std::unique_ptr<Drafter> MakeAutoDrafter(const DrafterSetup& setup, const std::vector<DrafterChoice>& choices);
 
-// The kind of drafter a GGUF file holds, from its metadata (FORMATS.md 5):
+// The kind of drafter a GGUF file holds, from its metadata (docs/formats/drafters.md):
 // "block" for general.architecture = dflash, "mtp" for gemma4-assistant or
 // a NextN sidecar (nextn_predict_layers > 0 and no trunk tensors), "draft"
 // for any other language model. Throws Error on a file that is not GGUF.

@@ -1,4 +1,4 @@
-// Multi-token prediction (MTP / NextN, FORMATS.md 5.1; llama.cpp's
+// Multi-token prediction (MTP / NextN, docs/formats/drafters.md 5.1; llama.cpp's
 // draft-mtp): a NextN block, the target's own or an MTP sidecar file's,
 // predicts the token after next from the target's hidden state and the next
 // token; fed its own output, it drafts several tokens.

@@ -17,7 +17,7 @@ double MsBetween(Clock::time_point a, Clock::time_point b) {
 }
 
 constexpr double kDecay = 0.9;
-constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (DESIGN.md target)
+constexpr double kPriorRowCost = 0.1;  // one more row, relative to a step (docs/design.md's target)
 constexpr double kPriorSpread = 8;     // extra rows at the prior's second point
 constexpr double kPriorRowSpread = 1;  // the prior slope's weight, as a variance of the rows
 constexpr int kProbeEvery = 8;         // plain steps between probes, at least

@@ -1,5 +1,5 @@
-// Lossless speculative decoding: the decode loop (DESIGN.md "The speculative
-// step"). A drafter proposes a block, the target verifies the whole block in
+// Lossless speculative decoding: the decode loop (docs/design.md, "The
+// speculative step"). A drafter proposes a block, the target verifies the whole block in
 // one batched forward, the agreeing prefix plus the target's own next token
 // is committed and the rest trimmed from the target's cache in O(1).
 #pragma once

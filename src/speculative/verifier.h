@@ -1,6 +1,6 @@
 // The verifiers of the speculative loop: given the target's logits for the
 // block [bonus, d0, ..., d(m-1)] (m + 1 rows), decide how many drafts are
-// accepted and which token the target contributes after them (DESIGN.md
+// accepted and which token the target contributes after them (docs/design.md,
 // invariant 2: that token is always committed, so every step gains >= 1).
 #pragma once
 

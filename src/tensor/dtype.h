@@ -1,4 +1,4 @@
-// Element types of GGUF tensors, numbered as ggml_type (FORMATS.md 1.7).
+// Element types of GGUF tensors, numbered as ggml_type (docs/formats/gguf.md 1.7).
 #pragma once
 
 #include <cstdint>
@@ -36,8 +36,8 @@ struct DTypeTraits {
 };
 
 // Traits for a raw ggml type id; block_elems == 0 if the id is unknown or removed.
-// Knows every id in FORMATS.md 1.7 (so the GGUF reader can size any tensor), not
-// only the ones kakeya computes with.
+// Knows every id in docs/formats/gguf.md 1.7 (so the GGUF reader can size any
+// tensor), not only the ones kakeya computes with.
 DTypeTraits TraitsOf(uint32_t ggml_type);
 inline DTypeTraits TraitsOf(DType t) { return TraitsOf(static_cast<uint32_t>(t)); }
 inline std::string_view NameOf(DType t) { return TraitsOf(t).name; }

@@ -1,4 +1,4 @@
-// BPE tokenizers (FORMATS.md 4.4): llama.cpp's llm_tokenizer_bpe, used for
+// BPE tokenizers (docs/formats/tokenizers.md 4.4): llama.cpp's llm_tokenizer_bpe, used for
 // `tokenizer.ggml.model = "gpt2"` and `"gemma4"`. Text is split by the regexes
 // of the pre-tokenizer and adjacent symbols are merged lowest merge rank
 // first. gpt2 vocabularies merge GPT-2's printable code points for the bytes;

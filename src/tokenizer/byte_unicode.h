@@ -1,5 +1,5 @@
 // GPT-2's reversible byte <-> code point map used by byte-level BPE vocabularies
-// (FORMATS.md 4.4 step 2): printable bytes map to themselves, the other 68 to
+// (docs/formats/tokenizers.md 4.4 step 2): printable bytes map to themselves, the other 68 to
 // U+0100.. in byte order, so every byte string becomes printable text.
 #pragma once
 

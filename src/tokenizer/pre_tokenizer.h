@@ -1,4 +1,5 @@
-// Regex pre-tokenization for byte-level BPE (FORMATS.md 4.4 step 1), on PCRE2
+// Regex pre-tokenization for byte-level BPE (docs/formats/tokenizers.md 4.4
+// step 1), on PCRE2
 // with Unicode properties and llama.cpp's whitespace set. The regexes are
 // compiled (and JIT-compiled when available) once; Split is const and
 // thread-safe.

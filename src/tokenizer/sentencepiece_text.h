@@ -1,5 +1,5 @@
 // How SentencePiece-style vocabularies write text, shared by the SPM tokenizer
-// and Gemma 4's BPE (FORMATS.md 4.3, 4.4): a space is the piece U+2581 "▁", and
+// and Gemma 4's BPE (docs/formats/tokenizers.md 4.3, 4.4): a space is the piece U+2581 "▁", and
 // a raw byte that has no piece of its own is the token "<0xXX>".
 #pragma once
 

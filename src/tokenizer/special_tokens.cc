@@ -1,4 +1,4 @@
-// Special-token partitioning (FORMATS.md 4.2), as llama.cpp's
+// Special-token partitioning (docs/formats/tokenizers.md 4.2), as llama.cpp's
 // tokenizer_st_partition: before the model tokenizer runs, every occurrence of
 // a special token's text is cut out of the raw text, longest tokens first.
 #include <cctype>

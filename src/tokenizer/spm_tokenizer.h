@@ -1,6 +1,7 @@
-// SentencePiece-style tokenizer (`tokenizer.ggml.model = "llama"`), FORMATS.md
-// 4.3: llama.cpp's llm_tokenizer_spm, i.e. score-driven merging of adjacent
-// symbols with byte fallback, on text whose spaces are escaped to U+2581.
+// SentencePiece-style tokenizer (`tokenizer.ggml.model = "llama"`),
+// docs/formats/tokenizers.md 4.3: llama.cpp's llm_tokenizer_spm, i.e.
+// score-driven merging of adjacent symbols with byte fallback, on text whose
+// spaces are escaped to U+2581.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// Tokenizers read from GGUF metadata (FORMATS.md section 4): SentencePiece
+// Tokenizers read from GGUF metadata (docs/formats/tokenizers.md): SentencePiece
 // (`tokenizer.ggml.model = llama`), byte-level BPE (`gpt2`) with the
 // pre-tokenizer named by `tokenizer.ggml.pre`, and Gemma 4's BPE on UTF-8
 // with spaces escaped to "▁" (`gemma4`).
@@ -57,14 +57,14 @@ class Tokenizer {
   bool IsEndOfGeneration(TokenId id) const;
 
  protected:
-  // A piece of the input after special-token splitting (FORMATS.md 4.2):
+  // A piece of the input after special-token splitting (docs/formats/tokenizers.md 4.2):
   // raw text still to be tokenized, or one special token.
   struct Fragment {
     std::string_view text;
     TokenId token = -1;  // -1 for raw text
   };
 
-  // Reads what all tokenizer types share (FORMATS.md 4.1): tokens, types,
+  // Reads what all tokenizer types share (docs/formats/tokenizers.md 4.1): tokens, types,
   // special ids, add_bos/add_eos, the end-of-generation set and the special
   // token list. The arguments are the tokenizer type's defaults.
   void LoadVocab(const GgufFile& gguf, TokenId default_bos, TokenId default_eos,

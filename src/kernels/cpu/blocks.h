@@ -1,4 +1,4 @@
-// Byte layouts of the quantized blocks (FORMATS.md 2.2-2.3) and small helpers
+// Byte layouts of the quantized blocks (docs/formats/quantization.md 2.2-2.3) and small helpers
 // shared by the scalar dequantizers, the reference quantizers and the kernels.
 #pragma once
 

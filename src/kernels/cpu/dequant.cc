@@ -1,4 +1,5 @@
-// Scalar conversions and dequantizers: the bit-exact reference of FORMATS.md 2.
+// Scalar conversions and dequantizers: the bit-exact reference of
+// docs/formats/quantization.md.
 #include "kernels/cpu/dequant.h"
 
 #include <bit>

@@ -1,5 +1,5 @@
 // Conversion between stored element types and F32, bit-exact to the formulas
-// in FORMATS.md section 2 (the reference for every SIMD kernel's tests).
+// in docs/formats/quantization.md (the reference for every SIMD kernel's tests).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@ namespace kakeya {
 float F16ToF32(uint16_t h);
 uint16_t F32ToF16(float f);  // round to nearest even
 float BF16ToF32(uint16_t h);
-uint16_t F32ToBF16(float f);  // ggml's rounding (FORMATS.md 2.1)
+uint16_t F32ToBF16(float f);  // ggml's rounding (docs/formats/quantization.md 2.1)
 
 // Dequantizes n elements (a multiple of the type's block size) starting at a
 // block boundary. Supports every IsSupportedWeightType type.

@@ -1,8 +1,8 @@
 // Matrix multiplication of a stored weight matrix by a small batch of
 // activation rows: the kernel that decides whether speculation pays on a CPU
-// (DESIGN.md "Performance model").
+// (docs/design.md, "Performance model").
 //
-// Contract (DESIGN.md invariant 1): the result for activation row r is
+// Contract (docs/design.md, invariant 1): the result for activation row r is
 // bit-identical whatever n_rows is and whatever ThreadPool size is used.
 // Threads split output columns; each (row, column) dot product reduces in a
 // fixed order; activation rows that get quantized for integer dot products are

@@ -81,7 +81,8 @@ struct ActQ8 {
   const int16_t* sums;  // I16 [n_rows, n_in / 32]: sum(qs of the block)
 };
 
-// Activation rows quantized as llama.cpp's Q8_K (FORMATS.md 2.3), for K-quants.
+// Activation rows quantized as llama.cpp's Q8_K (docs/formats/quantization.md 2.4),
+// for K-quants.
 struct ActQ8K {
   const int8_t* qs;      // I8  [n_rows, n_in]
   const float* d;        // F32 [n_rows, n_in / 256]

@@ -1,4 +1,4 @@
-// Gemma 2 and 3 (FORMATS.md 3.4): scaled embeddings, post-norms on both
+// Gemma 2 and 3 (docs/formats/architectures.md 3.4): scaled embeddings, post-norms on both
 // sub-layers, GeGLU, sliding-window layers with their own RoPE base, soft-caps
 // (gemma2 attention and logits; gemma3 logits only if the file says so) and
 // q/k norms on gemma3.

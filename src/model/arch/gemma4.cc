@@ -1,4 +1,4 @@
-// Gemma 4 (FORMATS.md 3.5, corrected by fixtures/models2/README.md): the
+// Gemma 4 (docs/formats/architectures.md 3.5; tests/fixtures/models2/README.md): the
 // dense models (31B, E2B, E4B) and the mixture 26B-A4B. Per layer: a sliding
 // or global attention of its own geometry (KV heads, head dim, RoPE), values
 // RMS-normed without weight and taken from the keys on layers without

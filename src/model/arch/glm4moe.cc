@@ -1,9 +1,9 @@
-// GLM-4.5 / 4.6 (glm4moe, FORMATS.md 3.7): attention with q/k/v biases and
+// GLM-4.5 / 4.6 (glm4moe, docs/formats/architectures.md 3.6): attention with q/k/v biases and
 // RoPE on part of each head; the first layers dense, the others a mixture
 // with sigmoid routing (a selection bias, the weights renormalized and
 // scaled) beside an always-on shared expert. The NextN (MTP) blocks after the
 // trunk are ordinary layers of this kind; Model::Load moves them out of the
-// trunk's forward for the MTP drafter (FORMATS.md 5.1).
+// trunk's forward for the MTP drafter (docs/formats/drafters.md 5.1).
 #include "model/arch/architecture.h"
 #include "model/forward_pass.h"
 #include "model/model_loader.h"

@@ -1,5 +1,5 @@
-// The llama family (FORMATS.md 3.4, 3.7): llama (Llama 2/3, Mistral, SmolLM),
-// qwen2, qwen3 and qwen3moe. Pre-norm attention, then a pre-norm SwiGLU FFN
+// The llama family (docs/formats/architectures.md 3.4, 3.6): llama (Llama 2/3,
+// Mistral, SmolLM), qwen2, qwen3 and qwen3moe. Pre-norm attention, then a pre-norm SwiGLU FFN
 // or a mixture of SwiGLU experts; they differ in RoPE pairing, biases, q/k
 // norms and the experts.
 #include "model/arch/architecture.h"
