@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Drafters on unseen code: tokens/s of each --spec against plain decoding, side by side.
 
-    scripts/drafter-speed.py [--kakeya build/bin/kakeya] [--specs none,ngram,draft,block,mtp,auto]
+    scripts/drafter-speed.py [--kakeya build/bin/kakeya] [--specs none,ngram,draft,dflash,mtp,auto]
                              [--blocks 0,2,4,8] [--prompts 8] [-n 128] [--rounds 3] [-t 2]
 
 --source code (default): prompts are function starts cut from Python files outside the shipped
@@ -73,7 +73,7 @@ def run(kakeya, prompt_file, spec, block, n, threads):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kakeya", default=os.path.join(ROOT, "build/bin/kakeya"))
-    ap.add_argument("--specs", default="none,ngram,draft,block,mtp,auto")
+    ap.add_argument("--specs", default="none,ngram,draft,dflash,mtp,auto")
     ap.add_argument("--blocks", default="0", help="block sizes for the drafters (0: adaptive)")
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("-n", type=int, default=128)

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages kakeya builds with (skips those already there).
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config python3
   libhwy-dev libpcre2-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   libgtest-dev libbenchmark-dev
   clang libclang-rt-dev

@@ -17,10 +17,12 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/generate.h"
 #include "drafts_fixture.h"
+#include "engine/generate.h"
 #include "fixture_util.h"
 #include "gguf_copy.h"
+#include "plain_decoding.h"
+#include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 #include "test_files.h"
 
@@ -263,7 +265,7 @@ void CheckLossless(const std::string& model_name) {
     ContextOptions c = context;
     c.n_threads = 1;
     Context ctx(*target, c);
-    plain = Generate(ctx, prompt, o, nullptr).tokens;
+    plain = DecodePlainly(ctx, prompt, o, nullptr).tokens;
   }
   ASSERT_EQ(static_cast<int>(plain.size()), kTokens);
   for (int threads : {1, 2}) {
@@ -276,7 +278,7 @@ void CheckLossless(const std::string& model_name) {
       const std::unique_ptr<Drafter> drafter =
           MakeAssistantDrafter(DrafterSetup{*target, ctx, kAssistant, o.sampling, 16});
       SpecStats stats;
-      EXPECT_EQ(GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = block}, nullptr, &stats).tokens,
+      EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, SpecOptions{.block = block}, nullptr, &stats).tokens,
                 plain);
       EXPECT_GT(stats.drafted, 0) << "the assistant must propose";
       if (block > 0) {
@@ -288,6 +290,21 @@ void CheckLossless(const std::string& model_name) {
 
 TEST(AssistantLosslessSlow, GreedyTokensEqualPlainDecodingF32) { CheckLossless("g4moe-f32"); }
 TEST(AssistantLosslessSlow, GreedyTokensEqualPlainDecodingQ8_0) { CheckLossless("g4moe-q8_0"); }
+
+// The registry knows the file as the assistant, runs it as --spec assistant,
+// and as --spec mtp, under which it ran before it had a name of its own.
+TEST(AssistantDrafter, IsRegisteredAsAssistantAndRunsAsMtp) {
+  EXPECT_EQ(DrafterKindOfFile(kAssistant).name, "assistant");
+  const std::unique_ptr<Model> target = Model::Load(fixture::ModelPath("g4moe-f32", "models2"));
+  Context ctx(*target, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 1});
+  for (const char* spec : {"assistant", "mtp", "auto"}) {
+    const std::unique_ptr<Drafter> d =
+        MakeDrafter(spec, DrafterSources{.draft = kAssistant}, DrafterSetup{*target, ctx, "", {}, 8});
+    ASSERT_NE(d, nullptr) << spec;
+    EXPECT_EQ(d->name(), std::string(spec) == "auto" ? "auto" : "assistant") << spec;
+  }
+  EXPECT_THROW(MakeDrafter("dflash", DrafterSources{.draft = kAssistant}, DrafterSetup{*target, ctx, "", {}, 8}), Error);
+}
 
 // Building the drafter for `target_name` from `assistant` must throw Error
 // whose message names the file and contains `needle`.

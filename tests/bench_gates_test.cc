@@ -43,11 +43,11 @@ TEST(BenchGates, AShorterOutputDiffersWhereItEnds) {
 }
 
 TEST(BenchGates, APlantedLoopFailsAndOrdinaryCodePasses) {
-  const std::string run = RunName("block", 8, "ftplib.py");
+  const std::string run = RunName("dflash", 8, "ftplib.py");
   std::string loop = "def parse_args(\n";
   for (int i = 0; i < 10; ++i) loop += "        options=None,\n";
   const std::string message = DegenerationFailure(run, loop);
-  EXPECT_NE(message.find("method block, block 8, prompt ftplib.py: output degenerates (wall of 10 identical lines"),
+  EXPECT_NE(message.find("method dflash, block 8, prompt ftplib.py: output degenerates (wall of 10 identical lines"),
             std::string::npos)
       << message;
   EXPECT_EQ(DegenerationFailure(run, "def parse_args(argv=None):\n    parser = argparse.ArgumentParser()\n"

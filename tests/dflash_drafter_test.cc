@@ -19,14 +19,15 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/generate.h"
 #include "dflash_reference.h"
 #include "drafts_fixture.h"
+#include "engine/generate.h"
 #include "fixture_util.h"
 #include "gguf_copy.h"
 #include "kernels/cpu/dequant.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "plain_decoding.h"
 #include "reference_math.h"
 #include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
@@ -361,7 +362,7 @@ Tokens Plain(const Model& target, const Tokens& prompt, int n, int threads) {
   o.n_predict = n;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  return Generate(ctx, prompt, o, nullptr).tokens;
+  return DecodePlainly(ctx, prompt, o, nullptr).tokens;
 }
 
 Tokens Speculative(const Model& target, const std::string& drafter_path, const Tokens& prompt, int n, int threads,
@@ -373,7 +374,7 @@ Tokens Speculative(const Model& target, const std::string& drafter_path, const T
   o.n_predict = n;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  return GenerateSpeculative(ctx, drafter, prompt, o, SpecOptions{.block = block}, nullptr, stats).tokens;
+  return Generate(ctx, &drafter, prompt, o, SpecOptions{.block = block}, nullptr, stats).tokens;
 }
 
 void CheckLossless(const std::string& target_path, const std::string& prompt_name, int n,
@@ -475,13 +476,14 @@ TEST(DFlashDrafter, RefusesFilesThatDoNotFitTheTarget) {
   ExpectDrafterError(*target, kModels2 + "g4moe-assistant-f32.gguf", "a DFlash drafter has 'dflash'");
 }
 
-TEST(DFlashDrafter, IsRegisteredAsBlock) {
-  EXPECT_EQ(DrafterKindOfFile(kDrafter), "block");
+TEST(DFlashDrafter, IsRegisteredAsDFlash) {
+  EXPECT_EQ(DrafterKindOfFile(kDrafter).name, "dflash");
   const std::unique_ptr<Model> target = Model::Load(kTarget);
   Context ctx(*target, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 1});
-  const DrafterKind* kind = FindDrafterKind("block");
+  const DrafterKind* kind = FindDrafterKind("dflash");
+  EXPECT_EQ(FindDrafterKind("block"), kind) << "the earlier --spec name";
   ASSERT_NE(kind, nullptr);
-  EXPECT_EQ(kind->make(DrafterSetup{*target, ctx, kDrafter, {}, 8})->name(), "block");
+  EXPECT_EQ(kind->make(DrafterSetup{*target, ctx, kDrafter, {}, 8})->name(), "dflash");
   EXPECT_THROW(kind->make(DrafterSetup{*target, ctx, "", {}, 8}), Error);
 }
 

@@ -18,6 +18,7 @@
 #include "gguf_copy.h"
 #include "kernels/cpu/ops.h"
 #include "model/context.h"
+#include "plain_decoding.h"
 
 namespace kakeya {
 namespace {
@@ -182,7 +183,7 @@ TEST(KvCacheModel, SlowGreedyWithGarbageRowsEveryStepEqualsPlainGeneration) {
   options.n_predict = kTokens;
   options.ignore_eos = true;
   options.sampling.temperature = 0;
-  const GenerateResult plain = Generate(plain_ctx, prompt, options, nullptr);
+  const GenerateResult plain = DecodePlainly(plain_ctx, prompt, options, nullptr);
   ASSERT_EQ(static_cast<int>(plain.tokens.size()), kTokens);
 
   Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 16, .n_threads = 2});

@@ -214,7 +214,7 @@ TEST_P(DrafterLoadEdits, EveryEditLoadsAndRunsOrIsRefused) {
     try {
       const std::unique_ptr<Drafter> drafter =
           FindDrafterKind(d.kind)->make(DrafterSetup{*target, ctx, path, greedy.sampling, kMaxBlock});
-      GenerateSpeculative(ctx, *drafter, prompt, greedy, SpecOptions{.block = 4, .max_block = kMaxBlock}, nullptr,
+      Generate(ctx, drafter.get(), prompt, greedy, SpecOptions{.block = 4, .max_block = kMaxBlock}, nullptr,
                           nullptr);
       ++loaded;
     } catch (const Error&) {
@@ -230,10 +230,10 @@ const std::string kShipped = std::string(KAKEYA_FIXTURES) + "/../../models/";
 INSTANTIATE_TEST_SUITE_P(
     EachKind, DrafterLoadEdits,
     ::testing::Values(
-        DrafterFile{"block", fixture::ModelPath("g4moe-dflash-f32", "models2"), fixture::ModelPath("g4moe-f32", "models2")},
-        DrafterFile{"mtp", fixture::ModelPath("g4moe-assistant-f32", "models2"),
+        DrafterFile{"dflash", fixture::ModelPath("g4moe-dflash-f32", "models2"), fixture::ModelPath("g4moe-f32", "models2")},
+        DrafterFile{"assistant", fixture::ModelPath("g4moe-assistant-f32", "models2"),
                     fixture::ModelPath("g4moe-f32", "models2")},
-        DrafterFile{"block", kShipped + "kakeya-pystdlib-dflash.gguf", kShipped + "kakeya-pystdlib.gguf"},
+        DrafterFile{"dflash", kShipped + "kakeya-pystdlib-dflash.gguf", kShipped + "kakeya-pystdlib.gguf"},
         DrafterFile{"mtp", kShipped + "kakeya-pystdlib-mtp.gguf", kShipped + "kakeya-pystdlib.gguf"},
         DrafterFile{"draft", fixture::ModelPath("tiny-draft-f32"), fixture::ModelPath("tiny-llama-f32")}),
     [](const auto& info) {

@@ -19,14 +19,15 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
-#include "engine/generate.h"
 #include "drafts_fixture.h"
+#include "engine/generate.h"
 #include "fixture_util.h"
 #include "gguf/gguf.h"
-#include "kernels/cpu/dequant.h"
 #include "gguf_copy.h"
+#include "kernels/cpu/dequant.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "plain_decoding.h"
 #include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 #include "test_files.h"
@@ -40,7 +41,7 @@ const std::string kGlm = fixture::ModelPath("glm4moe-mtp-f32", "models2");
 
 // ------------------------------------------------------------ the reference
 
-// A speculative loop driven by hand, as GenerateSpeculative drives it:
+// A speculative loop driven by hand, as Generate drives it:
 // Begin, the prefill with Observe after it, then per step Draft, the verify
 // forward of [bonus, drafts], trim and commit, Observe, Accept. The committed
 // tokens are the caller's, so the drafter can be held to another engine's
@@ -214,7 +215,7 @@ Tokens PlainGreedy(const Model& model, const Tokens& prompt, int n, int threads)
   o.n_predict = n;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  return Generate(ctx, prompt, o, nullptr).tokens;
+  return DecodePlainly(ctx, prompt, o, nullptr).tokens;
 }
 
 // Greedy speculative tokens with the MTP drafter of `sidecar` (empty: the
@@ -229,7 +230,7 @@ Tokens MtpGreedy(const Model& model, const std::string& sidecar, const Tokens& p
   o.n_predict = n;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  return GenerateSpeculative(ctx, drafter, prompt, o, SpecOptions{.block = block, .trace = true}, nullptr, stats)
+  return Generate(ctx, &drafter, prompt, o, SpecOptions{.block = block, .trace = true}, nullptr, stats)
       .tokens;
 }
 
@@ -278,7 +279,7 @@ TEST(MtpSidecar, ProposesExactlyWhatTheBlockInTheTargetFileProposes) {
   TempDir dir("mtp_sidecar");
   const std::string sidecar = dir.File("glm-mtp.gguf");
   WriteGlmSidecar(sidecar);
-  EXPECT_EQ(DrafterKindOfFile(sidecar), "mtp");
+  EXPECT_EQ(DrafterKindOfFile(sidecar).name, "mtp");
   const std::unique_ptr<Model> target = Model::Load(kGlm);
   const Tokens prompt = target->tokenizer().Encode("The quick brown fox", true, true);
   SpecStats in_file, from_sidecar;
@@ -345,7 +346,7 @@ TEST(MtpSidecar, LoadsForLlamaQwenAndGemma3Targets) {
     SCOPED_TRACE(c.model);
     const std::string sidecar = dir.File("mtp.gguf");
     WriteSidecarFor(c.model, sidecar);
-    EXPECT_EQ(DrafterKindOfFile(sidecar), "mtp");
+    EXPECT_EQ(DrafterKindOfFile(sidecar).name, "mtp");
     const std::unique_ptr<Model> target = Model::Load(c.model);
     MtpDrafter drafter(*target, sidecar, Options());
     const Layer& layer = drafter.context().model().layers[0];

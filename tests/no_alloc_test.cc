@@ -69,7 +69,7 @@ TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
   o.sampling.temperature = 0.8f;
   o.sampling.seed = 1;
 
-  EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) { return Generate(ctx, prompt, o, cb); }), 0)
+  EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) { return Generate(ctx, nullptr, prompt, o, SpecOptions{}, cb, nullptr); }), 0)
       << "plain decoding";
 
   DraftModelOptions d;
@@ -78,7 +78,7 @@ TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
   d.sampling = o.sampling;
   DraftModelDrafter draft(*model, kModels + "tiny-draft-f32.gguf", d);
   EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
-              return GenerateSpeculative(ctx, draft, prompt, o, SpecOptions{.block = 4}, cb, nullptr);
+              return Generate(ctx, &draft, prompt, o, SpecOptions{.block = 4}, cb, nullptr);
             }),
             0)
       << "draft-model speculation";
@@ -86,7 +86,7 @@ TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
   NgramDrafter ngram(NgramOptions{.n_ctx = 512});
   o.sampling.temperature = 0;
   EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
-              return GenerateSpeculative(ctx, ngram, prompt, o, SpecOptions{}, cb, nullptr);
+              return Generate(ctx, &ngram, prompt, o, SpecOptions{}, cb, nullptr);
             }),
             0)
       << "n-gram speculation";
@@ -104,10 +104,10 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
   struct Case {
     std::string target, kind, draft;
   };
-  const std::vector<Case> cases = {{shipped + ".gguf", "block", shipped + "-dflash.gguf"},
-                                   {shipped + ".gguf", "mtp", shipped + "-mtp.gguf"},
+  const std::vector<Case> cases = {{shipped + ".gguf", "dflash", ""},
+                                   {shipped + ".gguf", "mtp", ""},
                                    {shipped + ".gguf", "auto", ""},
-                                   {models2 + "g4moe-q8_0.gguf", "mtp", models2 + "g4moe-assistant-f32.gguf"},
+                                   {models2 + "g4moe-q8_0.gguf", "assistant", models2 + "g4moe-assistant-f32.gguf"},
                                    {models2 + "glm4moe-mtp-f32.gguf", "mtp", ""}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.target + " " + c.kind + " " + c.draft);
@@ -118,15 +118,13 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
     o.n_predict = 200;
     o.ignore_eos = true;
     o.sampling.temperature = 0;
-    const DrafterSetup setup{*model, ctx, c.draft, o.sampling, 16};
+    // The shipped target's drafters are found beside it, the others' given.
+    const DrafterSources sources{.draft = c.draft, .shipped_target = c.target == shipped + ".gguf" ? c.target : ""};
     const std::unique_ptr<Drafter> drafter =
-        c.kind == "auto" ? MakeAutoDrafter(setup, {{"draft", shipped + "-draft.gguf"},
-                                                   {"block", shipped + "-dflash.gguf"},
-                                                   {"mtp", shipped + "-mtp.gguf"}})
-                         : FindDrafterKind(c.kind)->make(setup);
+        MakeDrafter(c.kind, sources, DrafterSetup{*model, ctx, "", o.sampling, kAdaptiveMaxBlock});
     for (int block : {0, 4}) {
       EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
-                  return GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = block}, cb, nullptr);
+                  return Generate(ctx, drafter.get(), prompt, o, SpecOptions{.block = block}, cb, nullptr);
                 }),
                 0)
           << "block " << block;
@@ -136,7 +134,7 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
     sampled.sampling.temperature = 0.8f;
     sampled.sampling.seed = 1;
     EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
-                return GenerateSpeculative(ctx, *drafter, prompt, sampled, SpecOptions{.block = 4}, cb, nullptr);
+                return Generate(ctx, drafter.get(), prompt, sampled, SpecOptions{.block = 4}, cb, nullptr);
               }),
               0)
         << "sampled";

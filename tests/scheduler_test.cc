@@ -18,6 +18,7 @@
 #include "engine/generate.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "plain_decoding.h"
 #include "server/scheduler.h"
 #include "speculative/drafter_registry.h"
 
@@ -50,7 +51,7 @@ GenerateOptions Options(int n_predict, float temperature, uint64_t seed) {
 // What a request gives alone, plain decoding on a context of its own.
 std::vector<TokenId> Alone(const Model& model, const std::vector<TokenId>& prompt, const GenerateOptions& o) {
   Context ctx(model, ContextOptions{.n_ctx = 1024, .max_batch = 64, .n_threads = 2});
-  return Generate(ctx, prompt, o, nullptr).tokens;
+  return DecodePlainly(ctx, prompt, o, nullptr).tokens;
 }
 
 struct Collected {
@@ -70,16 +71,8 @@ GenerationCallbacks Collect(Collected& c, int stop_after = -1) {
 DrafterFactory Drafters(const Model& model, const std::string& kind) {
   if (kind == "none") return nullptr;
   return [&model, kind](Context& slot) {
-    DrafterSetup setup{model, slot, "", SamplingParams{}, 16};
-    if (kind == "auto") {
-      return MakeAutoDrafter(setup, {{"draft", kModels + "kakeya-pystdlib-draft.gguf"},
-                                     {"block", kModels + "kakeya-pystdlib-dflash.gguf"},
-                                     {"mtp", kModels + "kakeya-pystdlib-mtp.gguf"}});
-    }
-    if (kind == "block") setup.draft_path = kModels + "kakeya-pystdlib-dflash.gguf";
-    if (kind == "mtp") setup.draft_path = kModels + "kakeya-pystdlib-mtp.gguf";
-    if (kind == "draft") setup.draft_path = kModels + "kakeya-pystdlib-draft.gguf";
-    return FindDrafterKind(kind)->make(setup);
+    return MakeDrafter(kind, DrafterSources{.shipped_target = kTarget},
+                       DrafterSetup{model, slot, "", SamplingParams{}, kAdaptiveMaxBlock});
   };
 }
 
@@ -114,7 +107,7 @@ TEST_P(SchedulerTest, RequestsTogetherEqualEachAlone) {
   EXPECT_GT(m.rows, m.steps) << "no step ran more than one row";
 }
 
-INSTANTIATE_TEST_SUITE_P(Drafters, SchedulerTest, ::testing::Values("none", "ngram", "draft", "block", "mtp", "auto"));
+INSTANTIATE_TEST_SUITE_P(Drafters, SchedulerTest, ::testing::Values("none", "ngram", "draft", "dflash", "mtp", "auto"));
 
 // Plain decoding with a seed is a function of the request alone: the same
 // tokens beside other requests as alone.

@@ -13,6 +13,7 @@
 #include "engine/generate.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "plain_decoding.h"
 #include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 
@@ -21,22 +22,17 @@ namespace {
 
 const std::string kModels = std::string(KAKEYA_FIXTURES) + "/../../models/";
 const std::string kFixtureModels = std::string(KAKEYA_FIXTURES) + "/models/";
-constexpr int kMaxBlock = 16;
 constexpr int kTokens = 64;
 
 struct Pair {
   std::string target;
-  std::vector<DrafterChoice> drafters;  // files for the kinds that need one
+  DrafterSources drafters;
   std::string prompt;
 };
 
-const Pair kShipped = {kModels + "kakeya-pystdlib.gguf",
-                       {{"draft", kModels + "kakeya-pystdlib-draft.gguf"},
-                        {"block", kModels + "kakeya-pystdlib-dflash.gguf"},
-                        {"mtp", kModels + "kakeya-pystdlib-mtp.gguf"}},
+const Pair kShipped = {kModels + "kakeya-pystdlib.gguf", {.shipped_target = kModels + "kakeya-pystdlib.gguf"},
                        "import os\n\n\ndef read_config(path):\n"};
-const Pair kFixture = {kFixtureModels + "tiny-llama-f32.gguf",
-                       {{"draft", kFixtureModels + "tiny-draft-f32.gguf"}},
+const Pair kFixture = {kFixtureModels + "tiny-llama-f32.gguf", {.draft = kFixtureModels + "tiny-draft-f32.gguf"},
                        "The quick brown fox jumps over the lazy dog. The quick brown"};
 
 struct Config {
@@ -58,13 +54,13 @@ void CheckIdentical(const Pair& pair, const std::vector<Config>& configs, const 
   const std::unique_ptr<Model> target = Model::Load(pair.target);
   const std::vector<TokenId> prompt = target->tokenizer().Encode(pair.prompt, true, true);
   const auto context_options = [&](int threads) {
-    return ContextOptions{.n_ctx = static_cast<int>(prompt.size()) + kTokens + kMaxBlock, .max_batch = 64,
-                          .n_threads = threads, .max_logit_rows = kMaxBlock};
+    return ContextOptions{.n_ctx = static_cast<int>(prompt.size()) + kTokens + kAdaptiveMaxBlock, .max_batch = 64,
+                          .n_threads = threads, .max_logit_rows = kAdaptiveMaxBlock};
   };
   std::vector<TokenId> plain;
   {
     Context ctx(*target, context_options(2));
-    plain = Generate(ctx, prompt, options, nullptr).tokens;
+    plain = DecodePlainly(ctx, prompt, options, nullptr).tokens;
   }
   ASSERT_EQ(static_cast<int>(plain.size()), kTokens);
   int accepted = 0;
@@ -72,17 +68,12 @@ void CheckIdentical(const Pair& pair, const std::vector<Config>& configs, const 
     for (int threads : {1, 2}) {
       SCOPED_TRACE(c.kind + " block " + std::to_string(c.block) + " threads " + std::to_string(threads));
       Context ctx(*target, context_options(threads));
-      std::string path;
-      for (const DrafterChoice& d : pair.drafters) {
-        if (d.kind == c.kind) path = d.path;
-      }
-      const DrafterSetup setup{*target, ctx, path, options.sampling, kMaxBlock};
       const std::unique_ptr<Drafter> drafter =
-          c.kind == "auto" ? MakeAutoDrafter(setup, pair.drafters) : FindDrafterKind(c.kind)->make(setup);
+          MakeDrafterFrom(c.kind, AvailableDrafters(pair.drafters, *target),
+                          DrafterSetup{*target, ctx, "", options.sampling, kAdaptiveMaxBlock});
       SpecStats stats;
-      const GenerateResult r = GenerateSpeculative(ctx, *drafter, prompt, options,
-                                                   SpecOptions{.block = c.block, .max_block = kMaxBlock}, nullptr,
-                                                   &stats);
+      const GenerateResult r = Generate(ctx, drafter.get(), prompt, options,
+                                        SpecOptions{.block = c.block, .max_block = kAdaptiveMaxBlock}, nullptr, &stats);
       EXPECT_EQ(r.tokens, plain);
       accepted += stats.accepted;
     }
@@ -90,7 +81,7 @@ void CheckIdentical(const Pair& pair, const std::vector<Config>& configs, const 
   EXPECT_GT(accepted, 0) << "no draft was ever accepted: the comparison would be vacuous";
 }
 
-const std::vector<Config> kShippedConfigs = {{"ngram", 0}, {"draft", 4}, {"draft", 16}, {"block", 0},
+const std::vector<Config> kShippedConfigs = {{"ngram", 0}, {"draft", 4}, {"draft", 16}, {"dflash", 0},
                                              {"mtp", 0},   {"auto", 0}};
 
 TEST(SeededIdentity, ShippedPairAtTemperature08) { CheckIdentical(kShipped, kShippedConfigs, Options(0.8f, 11)); }

@@ -11,6 +11,7 @@
 #include "engine/generate.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "plain_decoding.h"
 #include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 
@@ -19,11 +20,10 @@ namespace {
 
 const std::string kModels = std::string(KAKEYA_FIXTURES) + "/../../models/";
 const std::string kTarget = kModels + "kakeya-pystdlib.gguf";
-constexpr int kMaxBlock = 16;
 
 ContextOptions Options(int n_prompt, int n_tokens, int threads) {
-  return ContextOptions{.n_ctx = n_prompt + n_tokens + kMaxBlock, .max_batch = 64, .n_threads = threads,
-                        .max_logit_rows = kMaxBlock};
+  return ContextOptions{.n_ctx = n_prompt + n_tokens + kAdaptiveMaxBlock, .max_batch = 64, .n_threads = threads,
+                        .max_logit_rows = kAdaptiveMaxBlock};
 }
 
 GenerateOptions Greedy(int n_tokens) {
@@ -48,23 +48,19 @@ void CheckShipped(int n_tokens, const std::vector<Config>& configs) {
   std::vector<TokenId> plain;
   {
     Context ctx(*target, Options(n_prompt, n_tokens, 2));
-    plain = Generate(ctx, prompt, Greedy(n_tokens), nullptr).tokens;
+    plain = DecodePlainly(ctx, prompt, Greedy(n_tokens), nullptr).tokens;
   }
   ASSERT_EQ(static_cast<int>(plain.size()), n_tokens);
 
-  const std::vector<DrafterChoice> shipped = {{"draft", kModels + "kakeya-pystdlib-draft.gguf"},
-                                              {"block", kModels + "kakeya-pystdlib-dflash.gguf"},
-                                              {"mtp", kModels + "kakeya-pystdlib-mtp.gguf"}};
+  const DrafterSources shipped{.shipped_target = kTarget};
   for (const Config& c : configs) {
     SCOPED_TRACE(c.kind + " block " + std::to_string(c.block) + " threads " + std::to_string(c.threads));
     Context ctx(*target, Options(n_prompt, n_tokens, c.threads));
-    const std::string path = c.kind == "block" ? shipped[1].path : c.kind == "mtp" ? shipped[2].path : "";
-    const DrafterSetup setup{*target, ctx, path, Greedy(n_tokens).sampling, kMaxBlock};
     const std::unique_ptr<Drafter> drafter =
-        c.kind == "auto" ? MakeAutoDrafter(setup, shipped) : FindDrafterKind(c.kind)->make(setup);
+        MakeDrafter(c.kind, shipped, DrafterSetup{*target, ctx, "", Greedy(n_tokens).sampling, kAdaptiveMaxBlock});
     SpecStats stats;
-    const GenerateResult r = GenerateSpeculative(ctx, *drafter, prompt, Greedy(n_tokens),
-                                                 SpecOptions{.block = c.block, .max_block = kMaxBlock}, nullptr, &stats);
+    const GenerateResult r = Generate(ctx, drafter.get(), prompt, Greedy(n_tokens),
+                                      SpecOptions{.block = c.block, .max_block = kAdaptiveMaxBlock}, nullptr, &stats);
     EXPECT_EQ(r.tokens, plain);
     EXPECT_GT(stats.accepted, 0) << "the drafter never got a proposal accepted";
     if (c.kind == "auto") {
@@ -78,7 +74,7 @@ void CheckShipped(int n_tokens, const std::vector<Config>& configs) {
 // drafter adaptive, auto with 1 and 2 threads, and one fixed block per
 // drafter. The full sweep is ShippedDraftersSweep below.
 TEST(ShippedDraftersSlow, GreedyOutputEqualsPlainAcrossRingWraps) {
-  CheckShipped(640, {{"block", 0, 2}, {"mtp", 0, 2}, {"auto", 0, 2}, {"block", 4, 2}, {"mtp", 2, 2}, {"auto", 0, 1}});
+  CheckShipped(640, {{"dflash", 0, 2}, {"mtp", 0, 2}, {"auto", 0, 2}, {"dflash", 4, 2}, {"mtp", 2, 2}, {"auto", 0, 1}});
 }
 
 // 1,500 tokens, every config with 2 threads and the adaptive ones with 1
@@ -86,9 +82,9 @@ TEST(ShippedDraftersSlow, GreedyOutputEqualsPlainAcrossRingWraps) {
 TEST(ShippedDraftersSweep, GreedyOutputEqualsPlainAcrossRingWraps) {
   std::vector<Config> configs;
   for (int threads : {2, 1}) {
-    configs.insert(configs.end(), {{"block", 0, threads}, {"mtp", 0, threads}, {"auto", 0, threads}});
+    configs.insert(configs.end(), {{"dflash", 0, threads}, {"mtp", 0, threads}, {"auto", 0, threads}});
     if (threads == 2) {
-      configs.insert(configs.end(), {{"block", 2, 2}, {"block", 4, 2}, {"block", 8, 2}, {"mtp", 2, 2}, {"mtp", 4, 2}});
+      configs.insert(configs.end(), {{"dflash", 2, 2}, {"dflash", 4, 2}, {"dflash", 8, 2}, {"mtp", 2, 2}, {"mtp", 4, 2}});
     }
   }
   CheckShipped(1500, configs);

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "model/context.h"
+#include "plain_decoding.h"
 #include "speculative/draft_model_drafter.h"
 #include "speculative/ngram_drafter.h"
 #include "stats_util.h"
@@ -85,7 +86,7 @@ std::vector<TokenId> PlainGreedy(const Model& model, const std::vector<TokenId>&
   o.n_predict = n;
   o.ignore_eos = true;
   o.sampling.temperature = 0;
-  return Generate(ctx, prompt, o, nullptr).tokens;
+  return DecodePlainly(ctx, prompt, o, nullptr).tokens;
 }
 
 std::vector<TokenId> SpeculativeGreedy(const Model& model, const std::vector<TokenId>& prompt, int n, int threads,
@@ -97,7 +98,7 @@ std::vector<TokenId> SpeculativeGreedy(const Model& model, const std::vector<Tok
   o.sampling.temperature = 0;
   SpecOptions s;
   s.block = block;
-  return GenerateSpeculative(ctx, drafter, prompt, o, s, nullptr, stats).tokens;
+  return Generate(ctx, &drafter, prompt, o, s, nullptr, stats).tokens;
 }
 
 void CheckModel(const std::string& name, int n_tokens, const std::vector<int>& blocks, int threads) {
@@ -206,6 +207,37 @@ TEST(SpeculativeLosslessSweep, LongGenerationsAcrossRingWrapsAllBlockSizes) {
 // hardly vary (a server full of plain rows, drafting now and then), timing
 // noise cannot tell it, and it stays near the prior (a tenth of a step per
 // row) instead of tilting to nearly free rows.
+// `--spec none` and the server's plain requests run the decode loop without
+// a drafter: the same tokens, top logits and stop reason as the reference
+// loop, greedy and seeded, to the end of the budget and to a full context.
+TEST(PlainDecoding, TheLoopWithoutADrafterIsTheReferenceLoop) {
+  const std::unique_ptr<Model> model = Model::Load(ModelPath("tiny-gemma3-f32"));
+  const std::vector<TokenId> prompt = model->tokenizer().Encode("Once upon a time, in a land far away,", true, true);
+  for (const float temperature : {0.0f, 0.8f}) {
+    for (const int n_ctx : {static_cast<int>(prompt.size()) + 80, static_cast<int>(prompt.size()) + 30}) {
+      SCOPED_TRACE("temperature " + std::to_string(temperature) + " n_ctx " + std::to_string(n_ctx));
+      Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 16, .n_threads = 2});
+      GenerateOptions o;
+      o.n_predict = 60;
+      o.ignore_eos = true;
+      o.n_top = 3;
+      o.sampling.temperature = temperature;
+      o.sampling.seed = 5;
+      const GenerateResult loop = Generate(ctx, nullptr, prompt, o, SpecOptions{}, nullptr, nullptr);
+      const GenerateResult reference = DecodePlainly(ctx, prompt, o, nullptr);
+      EXPECT_EQ(loop.tokens, reference.tokens);
+      EXPECT_EQ(loop.stop, reference.stop);
+      ASSERT_EQ(loop.top.size(), reference.top.size());
+      for (size_t i = 0; i < loop.top.size(); ++i) {
+        for (int j = 0; j < o.n_top; ++j) {
+          EXPECT_EQ(loop.top[i][j].id, reference.top[i][j].id) << i;
+          EXPECT_EQ(loop.top[i][j].logit, reference.top[i][j].logit) << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(StepCost, RowCostFollowsVaryingRowsAndKeepsThePriorWhereTheyDoNot) {
   StepCost varying;
   for (int i = 0; i < 200; ++i) varying.Observe(i % 8, 40.0 + 0.5 * (i % 8));  // 0.5 ms per row
@@ -232,7 +264,7 @@ TEST(Speculative, RejectsBadBlockSizes) {
   for (int block : {-1, 17, 1000}) {
     SpecOptions s;
     s.block = block;
-    EXPECT_THROW(GenerateSpeculative(ctx, d, prompt, o, s, nullptr, nullptr), Error) << block;
+    EXPECT_THROW(Generate(ctx, &d, prompt, o, s, nullptr, nullptr), Error) << block;
   }
 }
 
@@ -349,14 +381,14 @@ TEST(Speculative, SyntheticAcceptanceHitsTheRequestedMean) {
   for (const auto& [block, tau] : std::vector<std::pair<int, double>>{{4, 3.0}, {8, 5.0}, {8, 1.5}}) {
     RandomDrafter random(model->hparams().n_vocab, 3);
     SpecStats stats;
-    GenerateSpeculative(ctx, random, prompt, o, SpecOptions{.block = block, .synthetic_accept = tau, .synthetic_seed = 9},
+    Generate(ctx, &random, prompt, o, SpecOptions{.block = block, .synthetic_accept = tau, .synthetic_seed = 9},
                         nullptr, &stats);
     EXPECT_NEAR(stats.mean_accept_len(), tau, 0.1 * tau) << "block " << block;
   }
   RandomDrafter random(model->hparams().n_vocab, 3);
   for (const SpecOptions& bad : {SpecOptions{.block = 4, .synthetic_accept = 4.5}, SpecOptions{.block = 0, .synthetic_accept = 2},
                                  SpecOptions{.block = 4, .synthetic_accept = 0.5}}) {
-    EXPECT_THROW(GenerateSpeculative(ctx, random, prompt, o, bad, nullptr, nullptr), Error);
+    EXPECT_THROW(Generate(ctx, &random, prompt, o, bad, nullptr, nullptr), Error);
   }
 }
 
@@ -455,10 +487,10 @@ void CheckSampledDistribution(const Model& target, const std::vector<TokenId>& p
     std::unique_ptr<Drafter> drafter = make_drafter(o.sampling);
     SpecStats stats;
     const GenerateResult r =
-        GenerateSpeculative(ctx, *drafter, prompt, o, SpecOptions{.block = 3, .verify = verify}, nullptr, &stats);
+        Generate(ctx, drafter.get(), prompt, o, SpecOptions{.block = 3, .verify = verify}, nullptr, &stats);
     ASSERT_EQ(r.tokens.size(), 3u);
     if (verify == SampledVerify::kMatch) {
-      ASSERT_EQ(r.tokens, Generate(ctx, prompt, o, nullptr).tokens) << seed;
+      ASSERT_EQ(r.tokens, DecodePlainly(ctx, prompt, o, nullptr).tokens) << seed;
     }
     ++count1[r.tokens[1]];
     ++count2[r.tokens[2]];

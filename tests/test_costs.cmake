@@ -26,7 +26,7 @@ set(kakeya_costs
   [==[SpeculativeSamplingSlow.NgramDrafterKeepsTheTargetDistribution]==] 17
   [==[SpeculativeSamplingSlow.DraftModelKeepsTheTargetDistribution]==] 15
   [==[Drafters/SchedulerTest.RequestsTogetherEqualEachAlone/"auto"]==] 15
-  [==[Drafters/SchedulerTest.RequestsTogetherEqualEachAlone/"block"]==] 15
+  [==[Drafters/SchedulerTest.RequestsTogetherEqualEachAlone/"dflash"]==] 15
   [==[Tokenizer.PathologicalInputsTokenize]==] 14
   [==[Drafters/SchedulerTest.RequestsTogetherEqualEachAlone/"draft"]==] 14
   [==[Drafters/SchedulerTest.RequestsTogetherEqualEachAlone/"mtp"]==] 14

@@ -18,6 +18,7 @@
 #include "commands.h"
 #include "drafter_choice.h"
 #include "engine/generate.h"
+#include "engine/limits.h"
 #include "sampling_flags.h"
 #include "server/chat_prompt.h"
 #include "speculative/speculative.h"
@@ -33,7 +34,6 @@ struct ChatFlags : ModelFlags {
   int n_ctx = 0;
 };
 
-constexpr int kAdaptiveMaxBlock = 16;
 // Room kept for the reply when older exchanges must go.
 constexpr int kMinReplyTokens = 64;
 
@@ -51,7 +51,8 @@ int Chat(const ChatFlags& f) {
 
   GenerateOptions gopts;
   gopts.sampling = f.sampling.Resolve();
-  const std::unique_ptr<Drafter> drafter = MakeDrafter(f, *model, ctx, gopts.sampling, kAdaptiveMaxBlock);
+  const std::unique_ptr<Drafter> drafter =
+      MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, kAdaptiveMaxBlock});
   std::fprintf(stderr, "kakeya: chat with %s (%s, context %d tokens, spec %s); one message per line, end with Ctrl-D\n",
                f.model.c_str(), chat_prompt.description().c_str(), copts.n_ctx, drafter ? f.spec.c_str() : "none");
 
@@ -95,11 +96,9 @@ int Chat(const ChatFlags& f) {
       return true;
     };
     SpecStats stats;
-    const GenerateResult r =
-        drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts,
+    const GenerateResult r = Generate(ctx, drafter.get(), prompt, gopts,
                                       SpecOptions{.max_block = kAdaptiveMaxBlock, .verify = f.sampling.Verify()},
-                                      stream, &stats)
-                : Generate(ctx, prompt, gopts, stream);
+                                      stream, &stats);
     std::printf("\n");
     std::fflush(stdout);
     const double decode_tok_s = r.decode_ms > 0 ? (r.tokens.size() - 1) * 1000.0 / r.decode_ms : 0;
@@ -123,7 +122,8 @@ Runner AddChatCommand(CLI::App& app) {
   AddSamplingFlags(app, f->sampling);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   app.add_option("-c,--ctx-size", f->n_ctx,
-                 "Context size in tokens, the whole conversation (default: min(training context, 4096))");
+                 "Context size in tokens, the whole conversation (default: min(training context, " +
+                     std::to_string(kDefaultContextSize) + "))");
   return [f] {
     ChatFlags flags = *f;
     UseShippedDefaults(flags);

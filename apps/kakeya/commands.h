@@ -27,16 +27,13 @@ std::string ReadPrompt(const std::string& text, const std::string& file);
 std::string ReadTextFile(const std::string& path);
 // -t: the flag's value, or all hardware threads when it is 0 (not given).
 int ThreadsOrDefault(int threads);
-// -c: the flag's value, or min(training context, 4096) when it is 0 (not
-// given); a negative one is refused.
+// -c: the flag's value, or DefaultContextSize (engine/limits.h) when it is
+// 0 (not given); a negative one is refused.
 int ContextSizeOrDefault(int n_ctx, int n_ctx_train);
 
-// The shipped default model and its draft (models/README.md), in
-// $KAKEYA_MODELS_DIR or else the source tree's models/ folder.
+// The shipped default model (models/README.md), in $KAKEYA_MODELS_DIR or
+// else the source tree's models/ folder; its drafters lie beside it
+// (DrafterKind::shipped_suffix).
 std::string ShippedTargetPath();
-std::string ShippedDraftPath();
-// The shipped target's drafter of a --spec kind ("draft", "block", "mtp"),
-// or "" for kinds that need no file.
-std::string ShippedDrafterPath(const std::string& kind);
 
 }  // namespace kakeya::cli

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "commands.h"
+#include "engine/limits.h"
 
 namespace kakeya::cli {
 
@@ -34,13 +35,6 @@ std::string ModelsDir() {
 }  // namespace
 
 std::string ShippedTargetPath() { return ModelsDir() + "/kakeya-pystdlib.gguf"; }
-std::string ShippedDraftPath() { return ModelsDir() + "/kakeya-pystdlib-draft.gguf"; }
-std::string ShippedDrafterPath(const std::string& kind) {
-  if (kind == "draft") return ShippedDraftPath();
-  if (kind == "block") return ModelsDir() + "/kakeya-pystdlib-dflash.gguf";
-  if (kind == "mtp") return ModelsDir() + "/kakeya-pystdlib-mtp.gguf";
-  return "";
-}
 
 int ThreadsOrDefault(int threads) {
   if (threads > 0) return threads;
@@ -50,7 +44,7 @@ int ThreadsOrDefault(int threads) {
 
 int ContextSizeOrDefault(int n_ctx, int n_ctx_train) {
   if (n_ctx < 0) Fail("-c ", n_ctx, " is negative");
-  return n_ctx > 0 ? n_ctx : std::min(n_ctx_train, 4096);
+  return n_ctx > 0 ? n_ctx : DefaultContextSize(n_ctx_train);
 }
 
 }  // namespace kakeya::cli

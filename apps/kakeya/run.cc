@@ -11,6 +11,7 @@
 #include "drafter_choice.h"
 #include "sampling_flags.h"
 #include "engine/generate.h"
+#include "engine/limits.h"
 #include "kernels/cpu/matmul.h"
 #include "machine.h"
 #include "roofline.h"
@@ -33,9 +34,6 @@ struct RunFlags : ModelFlags {
   bool block_given = false;
   bool spec_trace = false;
 };
-
-constexpr int kMaxBlock = 64;
-constexpr int kAdaptiveMaxBlock = 16;
 
 nlohmann::json AcceptByPos(const std::vector<int>& drafted, const std::vector<int>& accepted) {
   nlohmann::json by_pos = nlohmann::json::array();
@@ -106,7 +104,8 @@ int Run(const RunFlags& f) {
   gopts.ignore_eos = f.ignore_eos;
   gopts.n_top = f.n_top;
   gopts.sampling = f.sampling.Resolve();
-  const std::unique_ptr<Drafter> drafter = MakeDrafter(f, *model, ctx, gopts.sampling, max_block);
+  const std::unique_ptr<Drafter> drafter =
+      MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, max_block});
   const double load_ms = MsSince(t_load);
 
   TokenCallback stream;
@@ -122,8 +121,8 @@ int Run(const RunFlags& f) {
     };
   }
   SpecStats stats;
-  const GenerateResult r = drafter ? GenerateSpeculative(ctx, *drafter, prompt, gopts, SpecOptions{.block = f.block, .max_block = max_block, .trace = f.spec_trace, .verify = f.sampling.Verify()}, stream, &stats)
-                                   : Generate(ctx, prompt, gopts, stream);
+  const SpecOptions spec{.block = f.block, .max_block = max_block, .trace = f.spec_trace, .verify = f.sampling.Verify()};
+  const GenerateResult r = Generate(ctx, drafter.get(), prompt, gopts, spec, stream, &stats);
 
   const int n_decoded = std::max<int>(0, static_cast<int>(r.tokens.size()) - 1);
   const double prefill_tok_s = r.prefill_ms > 0 ? prompt.size() * 1000.0 / r.prefill_ms : 0;
@@ -135,7 +134,7 @@ int Run(const RunFlags& f) {
   // close decoding runs to its bound. Measured after the generation, and
   // after the peak RSS is taken, on a small buffer to keep this quick.
   const size_t peak_rss = PeakRssBytes();
-  const int forwards = drafter ? stats.steps : n_decoded;
+  const int forwards = stats.steps;
   const double weights_gbps = r.decode_ms > 0 ? forwards * (ctx.weight_bytes_read() / 1e9) / (r.decode_ms / 1000.0) : 0;
   const double roofline_gbps = MeasureReadBandwidthGBps(ctx.pool(), size_t{256} << 20);
   const double roofline_share = roofline_gbps > 0 ? weights_gbps / roofline_gbps : 0;
@@ -211,12 +210,13 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
   AddSamplingFlags(app, f->sampling);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
-  app.add_option("-c,--ctx-size", f->n_ctx, "Context size in tokens (default: min(training context, 4096))");
+  app.add_option("-c,--ctx-size", f->n_ctx, "Context size in tokens (default: min(training context, " + std::to_string(kDefaultContextSize) + "))");
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");
   app.add_option("--top", f->n_top, "With --json: record the K best raw logits of every step");
   app.add_flag("--json", f->json, "Print one JSON object instead of streaming text");
   app.add_flag("--spec-trace", f->spec_trace, "With --json: record every verify step (position, proposals, accepted) in spec.trace");
-  CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1..64; default: adaptive up to 16");
+  CLI::Option* block = app.add_option("--block", f->block, "Rows per verify step (1 + drafted tokens), 1.." + std::to_string(kMaxBlock) +
+                                           "; default: adaptive up to " + std::to_string(kAdaptiveMaxBlock));
   return [f, block] {
     f->block_given = block->count() > 0;
     RunFlags flags = *f;

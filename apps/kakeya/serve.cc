@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "commands.h"
 #include "drafter_choice.h"
+#include "engine/limits.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
@@ -36,9 +37,6 @@ struct ServeFlags : ModelFlags {
 // Running requests may finish for this long after the first SIGINT/SIGTERM;
 // then (or at a second signal) they are cancelled.
 constexpr auto kShutdownGrace = std::chrono::seconds(10);
-// Rows of one slot's verify step at most (1 + drafts), as `kakeya run`'s adaptive block.
-constexpr int kMaxBlock = 16;
-
 // Blocks SIGINT and SIGTERM in this thread and in every thread started after
 // (they inherit the mask), so that only sigwait sees them; and ignores
 // SIGPIPE, which a write to a client that went away would raise.
@@ -89,12 +87,12 @@ int Serve(const ServeFlags& f) {
   options.n_threads = ThreadsOrDefault(f.threads);
   options.max_queue = f.max_queue;
   options.max_step_rows = std::min(512, options.n_ctx);
-  options.max_block = kMaxBlock;
+  options.max_block = kAdaptiveMaxBlock;
   // One drafter per slot, on the slot's context. Sampling drafters draw with
   // the default filters; verification keeps every request's output exact
   // whatever its own sampling parameters (auto proposes greedily anyway).
   const DrafterFactory make_drafter = [&](Context& slot) {
-    return MakeDrafter(f, *model, slot, SamplingParams{}, options.max_block);
+    return MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, slot, "", SamplingParams{}, options.max_block});
   };
   Scheduler scheduler(*model, options, make_drafter);
   const ChatPrompt chat(*model);
@@ -149,7 +147,8 @@ Runner AddServeCommand(CLI::App& app) {
   app.add_option("--slots", f->slots, "Requests decoded at once (each holds a KV cache of -c tokens)")
       ->capture_default_str();
   app.add_option("-c,--ctx-size", f->n_ctx,
-                 "Context of each slot in tokens, prompt and completion together (default: min(training context, 4096))");
+                 "Context of each slot in tokens, prompt and completion together (default: min(training context, " +
+                     std::to_string(kDefaultContextSize) + "))");
   app.add_option("-t,--threads", f->threads, "Threads for the forward passes (default: all hardware threads)");
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on every route but /health (401 otherwise)");

@@ -20,13 +20,9 @@
 #include <memory>
 #include <vector>
 
-namespace kakeya {
+#include "kernels/cpu/ops.h"
 
-// The first position a query at `pos` attends to with a sliding window of
-// `window` positions (0: every earlier position). One definition for both
-// sides of the ring's soundness: the cache keeps these rows and attention
-// (AttendKvHead) reads exactly these.
-inline int FirstVisiblePosition(int pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+namespace kakeya {
 
 struct LayerCacheShape {
   int window = 0;   // 0: full attention; > 0: a query at i sees keys j with i - window < j <= i

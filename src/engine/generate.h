@@ -1,5 +1,6 @@
-// Plain (autoregressive) generation on one Context: chunked prefill of the
-// prompt, then one token per forward step until a stop condition.
+// What a generation asks for and returns, and the chunked prefill. The
+// decode loop itself, plain and speculative, is speculative/speculative.h's
+// Generate (one loop: plain decoding is its drafter-less case).
 #pragma once
 
 #include <functional>
@@ -48,9 +49,5 @@ std::vector<TopLogit> TopLogits(std::span<const float> logits, int n);
 // (batch invariance).
 void Prefill(Context& ctx, std::span<const TokenId> prompt, const std::function<void(int)>& after_chunk = {});
 
-// Generates after `prompt` (which must not be empty) on a context whose cache
-// is cleared first. Throws Error for a prompt that does not fit the context.
-GenerateResult Generate(Context& ctx, std::span<const TokenId> prompt,
-                        const GenerateOptions& options, const TokenCallback& on_token);
 
 }  // namespace kakeya

@@ -240,4 +240,14 @@ size_t Model::weight_bytes() const {
   return total;
 }
 
+void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied) {
+  if (loader.IsSidecar()) return;
+  const HParams& hp = model.hparams();
+  model.token_embd = loader.Matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+  model.output_norm = loader.Vector("output_norm.weight", hp.n_embd);
+  model.output = tied || loader.Find("output.weight") == nullptr
+                     ? model.token_embd
+                     : loader.Matrix("output.weight", hp.n_embd, hp.n_vocab);
+}
+
 }  // namespace kakeya

@@ -12,25 +12,14 @@
 #include "base/huge_pages.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
+#include "model/hparams.h"
 #include "model/layer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
 
 struct Architecture;
-
-// What the whole model shares; everything per layer is in Layer.
-struct HParams {
-  std::string arch;  // general.architecture
-  int n_vocab = 0;
-  int n_embd = 0;
-  int n_layer = 0;  // decoder layers the forward runs (NextN blocks not included)
-  int n_ctx_train = 0;
-  float norm_eps = 1e-5f;
-  float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
-  float final_softcap = 0.0f;  // > 0: logits soft-capped
-  int n_embd_per_layer = 0;    // > 0: Gemma 4 per-layer embeddings of this width
-};
+class ModelLoader;
 
 // A multi-token-prediction (NextN) block stored after the trunk, or in an
 // MTP sidecar file (docs/formats/drafters.md 5.1): a decoder layer whose input joins the
@@ -107,5 +96,9 @@ class Model {
   HParams hp_;
   HugePageBuffer weight_buffer_;  // MoveMatricesToWeightBuffer
 };
+
+// For the architecture files: token_embd, output_norm and output (absent or
+// `tied`: token_embd) into `model`; none in an MTP sidecar.
+void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied);
 
 }  // namespace kakeya

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/model.h"
+#include "model/hparams.h"
 
 namespace kakeya {
 
@@ -256,16 +256,6 @@ void BindAttention(const ModelLoader& loader, int il, int n_embd, QkNorm qk_norm
     L.q_norm = loader.OptionalVector(BlockName(il, "attn_q_norm.weight"), a.head_dim);
     L.k_norm = loader.OptionalVector(BlockName(il, "attn_k_norm.weight"), a.head_dim);
   }
-}
-
-void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied) {
-  if (loader.IsSidecar()) return;
-  const HParams& hp = model.hparams();
-  model.token_embd = loader.Matrix("token_embd.weight", hp.n_embd, hp.n_vocab);
-  model.output_norm = loader.Vector("output_norm.weight", hp.n_embd);
-  model.output = tied || loader.Find("output.weight") == nullptr
-                     ? model.token_embd
-                     : loader.Matrix("output.weight", hp.n_embd, hp.n_vocab);
 }
 
 DenseFfn BindDenseFfn(const ModelLoader& loader, int il, int n_embd, int n_ff, std::string_view suffix) {

@@ -18,7 +18,6 @@
 
 namespace kakeya {
 
-class Model;
 struct HParams;
 
 class ModelLoader {
@@ -127,9 +126,6 @@ enum class QkNorm { kNone, kOptional, kRequired };
 // Binds blk.<il>'s attn_norm, attn_q/k/v/output with their optional biases
 // and, as `qk_norm` says, attn_q_norm/attn_k_norm; shapes from L.attn.
 void BindAttention(const ModelLoader& loader, int il, int n_embd, QkNorm qk_norm, Layer& L);
-// token_embd, output_norm and output (absent or `tied`: token_embd); none in
-// an MTP sidecar.
-void BindEmbeddingsAndHead(const ModelLoader& loader, Model& model, bool tied);
 // blk.<il>.ffn_{gate,up,down}<suffix>: [n_embd, n_ff] x2 and [n_ff, n_embd].
 DenseFfn BindDenseFfn(const ModelLoader& loader, int il, int n_embd, int n_ff, std::string_view suffix = "");
 

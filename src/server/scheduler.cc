@@ -39,7 +39,9 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options, const 
     Fail("--slots ", options_.slots, " is out of range (1 .. ", ForwardBuffers::kMaxSequences, ")");
   }
   if (options_.max_queue < 0) Fail("--max-queue ", options_.max_queue, " is negative");
-  if (options_.max_block < 1 || options_.max_block > 64) Fail("block size ", options_.max_block, " is out of range (1 .. 64)");
+  if (options_.max_block < 1 || options_.max_block > kMaxBlock) {
+    Fail("block size ", options_.max_block, " is out of range (1 .. ", kMaxBlock, ")");
+  }
   options_.max_step_rows = std::max(options_.max_step_rows, options_.slots * options_.max_block);
   workspace_ = std::make_unique<Workspace>(model_, WorkspaceOptions{.max_rows = options_.max_step_rows,
                                                                     .max_logit_rows = options_.slots * options_.max_block,

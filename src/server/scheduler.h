@@ -27,6 +27,7 @@
 
 #include "engine/generate.h"
 #include "model/model.h"
+#include "engine/limits.h"
 #include "model/workspace.h"
 #include "speculative/drafter.h"
 #include "speculative/speculative.h"
@@ -35,11 +36,11 @@ namespace kakeya {
 
 struct SchedulerOptions {
   int slots = 4;            // requests decoded at once
-  int n_ctx = 4096;         // positions per slot (prompt + generated)
+  int n_ctx = kDefaultContextSize;  // positions per slot (prompt + generated)
   int n_threads = 2;
   int max_queue = 64;       // requests waiting for a slot; more are refused
   int max_step_rows = 512;  // rows of one forward, all slots together (prefill is chunked to fit)
-  int max_block = 16;       // rows of one slot's verify block (1 + drafts)
+  int max_block = kAdaptiveMaxBlock;  // rows of one slot's verify block (1 + drafts), at most kMaxBlock
 };
 
 // Builds one slot's drafter on the slot's target context (null: plain

@@ -9,7 +9,6 @@
 #include "kernels/cpu/ops.h"
 #include "model/model_loader.h"
 #include "sampling/sampler.h"
-#include "speculative/draft_model_drafter.h"
 
 namespace kakeya {
 namespace {
@@ -272,8 +271,8 @@ void AssistantDrafter::Attend(const AttentionSpec& a, int pos0) {
 }
 
 std::unique_ptr<Drafter> MakeAssistantDrafter(const DrafterSetup& setup) {
-  if (setup.draft_path.empty()) Fail("a gemma4-assistant drafter needs its file: pass --draft FILE");
-  return std::make_unique<AssistantDrafter>(setup.target, setup.target_context, setup.draft_path, AssistantOptions{});
+  if (setup.path.empty()) Fail("--spec assistant needs a gemma4-assistant file: pass --draft FILE");
+  return std::make_unique<AssistantDrafter>(setup.target, setup.target_context, setup.path, AssistantOptions{});
 }
 
 }  // namespace kakeya

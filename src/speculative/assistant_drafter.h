@@ -25,7 +25,6 @@
 #include "model/layer.h"
 #include "model/model.h"
 #include "speculative/drafter.h"
-#include "speculative/drafter_registry.h"
 
 namespace kakeya {
 
@@ -43,7 +42,7 @@ class AssistantDrafter final : public Drafter {
   AssistantDrafter(const Model& target, Context& target_context, const std::string& path,
                    const AssistantOptions& options);
 
-  std::string name() const override { return "mtp"; }
+  std::string name() const override { return "assistant"; }
   // The target's final residual (tap n_layer): the first draft's h is its output_norm.
   std::vector<int> target_taps() const override { return {target_.hparams().n_layer}; }
   void Begin(std::span<const TokenId> prompt) override;
@@ -93,8 +92,8 @@ class AssistantDrafter final : public Drafter {
   Buffer<uint8_t> matmul_;         // MatMul scratch
 };
 
-// The drafter for --spec mtp when the --draft file is a gemma4-assistant
-// (drafter_registry.cc), with the default options.
+// The registry's row (drafter_registry.cc): the assistant in setup.path, with
+// the default options.
 std::unique_ptr<Drafter> MakeAssistantDrafter(const DrafterSetup& setup);
 
 }  // namespace kakeya

@@ -12,7 +12,6 @@
 #include "model/context.h"
 #include "model/model_loader.h"
 #include "sampling/sampler.h"
-#include "speculative/draft_model_drafter.h"
 
 namespace kakeya {
 namespace {
@@ -401,6 +400,12 @@ void DFlashDrafter::BlockFfn(const Layer& L, int rows) {
     SiluMul(gate_.get(), up_.get(), n, gate_.get());
   }
   MatMul(L.ffn.down, gate_.get(), rows, branch_.get(), matmul_.get(), pool_);
+}
+
+std::unique_ptr<Drafter> MakeDFlashDrafter(const DrafterSetup& setup) {
+  if (setup.path.empty()) Fail("--spec dflash needs a DFlash drafter: pass --draft FILE");
+  return std::make_unique<DFlashDrafter>(setup.target, setup.path, setup.target_context.options().n_ctx,
+                                         setup.target_context.pool());
 }
 
 }  // namespace kakeya

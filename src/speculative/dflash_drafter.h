@@ -42,7 +42,7 @@ class DFlashDrafter final : public Drafter {
   DFlashDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool);
   ~DFlashDrafter() override;
 
-  std::string name() const override { return "block"; }
+  std::string name() const override { return "dflash"; }
   std::vector<int> target_taps() const override { return taps_; }
   void Begin(std::span<const TokenId> prompt) override;
   void Observe(const Context& target, int n_rows) override;
@@ -120,5 +120,8 @@ class DFlashDrafter final : public Drafter {
   Buffer<uint8_t> matmul_;       // MatMul scratch
   Buffer<float> logits_;         // F32 [block_size - 1, n_vocab]
 };
+
+// The registry's row (drafter_registry.cc): the DFlash drafter in setup.path.
+std::unique_ptr<Drafter> MakeDFlashDrafter(const DrafterSetup& setup);
 
 }  // namespace kakeya

@@ -9,29 +9,6 @@
 namespace kakeya {
 namespace {
 
-// A token text for a message: quoted, with bytes outside printable ASCII as
-// \xNN (token texts may hold control bytes or partial UTF-8).
-std::string Quoted(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[5];
-      std::snprintf(buf, sizeof(buf), "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out + "\"";
-}
-
-void CheckSpecialId(const char* what, TokenId target, TokenId draft, const std::string& draft_name) {
-  if (target != draft) {
-    Fail("draft model ", draft_name, ": ", what, " id is ", draft, " but the target's is ", target,
-         "; a draft model must share the target's vocabulary");
-  }
-}
-
 // Probability of the most likely token under softmax(logits).
 float TopProbability(std::span<const float> logits) {
   const float max_logit = logits[Argmax(logits)];
@@ -50,24 +27,6 @@ SamplingParams DraftSampling(SamplingParams p) {
 }
 
 }  // namespace
-
-void CheckVocabCompatible(const Tokenizer& target, const Tokenizer& draft,
-                          const std::string& draft_name) {
-  if (target.n_vocab() != draft.n_vocab()) {
-    Fail("draft model ", draft_name, " has a vocabulary of ", draft.n_vocab(),
-         " tokens but the target's has ", target.n_vocab(),
-         "; a draft model must share the target's vocabulary");
-  }
-  for (TokenId id = 0; id < target.n_vocab(); ++id) {
-    if (target.TokenText(id) != draft.TokenText(id)) {
-      Fail("draft model ", draft_name, ": token ", id, " is ", Quoted(draft.TokenText(id)),
-           " but the target's is ", Quoted(target.TokenText(id)),
-           "; a draft model must share the target's vocabulary");
-    }
-  }
-  CheckSpecialId("BOS", target.bos(), draft.bos(), draft_name);
-  CheckSpecialId("EOS", target.eos(), draft.eos(), draft_name);
-}
 
 DraftModelDrafter::DraftModelDrafter(const Model& target, const std::string& draft_path,
                                      const DraftModelOptions& options)
@@ -173,6 +132,16 @@ bool DraftModelDrafter::Pick(const DraftRequest& request, int i, std::span<float
     *token = sampler_->DrawFrom(probs);
   }
   return true;
+}
+
+std::unique_ptr<Drafter> MakeDraftModelDrafter(const DrafterSetup& setup) {
+  if (setup.path.empty()) Fail("--spec draft needs a draft model: pass --draft MODEL");
+  DraftModelOptions o;
+  o.n_ctx = setup.target_context.options().n_ctx;
+  o.max_block = setup.max_block;
+  o.shared_pool = &setup.target_context.pool();
+  o.sampling = setup.sampling;
+  return std::make_unique<DraftModelDrafter>(setup.target, setup.path, o);
 }
 
 }  // namespace kakeya

@@ -23,18 +23,10 @@
 
 namespace kakeya {
 
-// Throws Error naming `draft_name` unless token id i means the same text in
-// both vocabularies for every i, with the same BOS and EOS ids: verification
-// compares token ids, so an id must mean the same thing to both models. Sizes
-// must be equal too (llama.cpp tolerates a small difference; we do not, since
-// the draft's distributions are compared with the target's over all ids).
-void CheckVocabCompatible(const Tokenizer& target, const Tokenizer& draft,
-                          const std::string& draft_name);
-
 struct DraftModelOptions {
-  int n_ctx = 4096;      // positions of the drafter's cache; give at least the target's
+  int n_ctx = kDefaultContextSize;  // positions of the drafter's cache; give at least the target's
   int max_batch = 512;   // prompt rows per prefill Forward()
-  int max_block = 16;    // most tokens one Draft() proposes
+  int max_block = kAdaptiveMaxBlock;  // most tokens one Draft() proposes
   int n_threads = 2;
   ThreadPool* shared_pool = nullptr;  // run on the target's pool (recommended) instead of n_threads of its own
   // The target's sampling parameters. temperature > 0: the drafter can draw
@@ -90,5 +82,9 @@ class DraftModelDrafter final : public Drafter {
   std::vector<TokenId> pending_;      // [max_block] tokens of the pending rows, in order
   int n_pending_ = 0;
 };
+
+// The registry's row (drafter_registry.cc): the draft model in setup.path, on
+// the target's pool, drafting up to setup.max_block - 1 tokens.
+std::unique_ptr<Drafter> MakeDraftModelDrafter(const DrafterSetup& setup);
 
 }  // namespace kakeya

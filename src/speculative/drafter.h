@@ -1,9 +1,10 @@
 // The drafter interface of the speculative loop (docs/design.md, "The
-// speculative step"; docs/conventions.md, item 6). A drafter sees only committed tokens (and, for
-// drafters that read the target's features, the hidden states the target's
-// forward already produced); it never writes the target's cache (Gemma 4's
-// assistant reads it: its layers have no keys of their own). Adding a drafter
-// is adding a file and a line in drafter_registry.cc: the decode loop
+// speculative step"; docs/conventions.md, item 6). A drafter sees only
+// committed tokens (and, for drafters that read the target's features, the
+// hidden states the target's forward already produced); it never writes the
+// target's cache (Gemma 4's assistant reads it: its layers have no keys of
+// their own). Adding a drafter is adding a file and a row in
+// drafter_registry.cc's table (ADR 0012): the decode loop
 // (speculative/speculative.cc) only talks to this interface.
 #pragma once
 
@@ -11,12 +12,31 @@
 #include <string>
 #include <vector>
 
+#include "engine/limits.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
 
 class Context;
+class Model;
+
+// What every drafter is built from (drafter_registry.h's table).
+struct DrafterSetup {
+  const Model& target;
+  Context& target_context;  // its pool is shared; its n_ctx bounds the drafter's cache
+  std::string path;         // the drafter's file, or empty
+  SamplingParams sampling;  // the target's (drafters that sample draw from the same filters)
+  int max_block = kAdaptiveMaxBlock;  // rows of the largest verify step (1 + drafts)
+};
+
+// Throws Error naming `drafter_path` unless token id i means the same text in
+// both vocabularies for every i, with the same BOS and EOS ids: verification
+// compares token ids, so an id must mean the same thing to the drafter and
+// the target. Sizes must be equal too (llama.cpp tolerates a small
+// difference; we do not, since a drafter's distributions are compared with
+// the target's over all ids).
+void CheckVocabCompatible(const Tokenizer& target, const Tokenizer& drafter, const std::string& drafter_path);
 
 // What a drafter proposes for one verify step.
 struct DraftRequest {

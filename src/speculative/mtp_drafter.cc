@@ -7,7 +7,6 @@
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/ops.h"
 #include "sampling/sampler.h"
-#include "speculative/draft_model_drafter.h"
 
 namespace kakeya {
 namespace {
@@ -183,5 +182,13 @@ void MtpDrafter::NormedOutput(float* out) const {
 }
 
 float* MtpDrafter::h_row(int pos) const { return h_.get() + size_t(pos - h_first_) * n_embd_; }
+
+std::unique_ptr<Drafter> MakeMtpDrafter(const DrafterSetup& setup) {
+  MtpOptions o;
+  o.n_ctx = setup.target_context.options().n_ctx;
+  o.max_batch = setup.target_context.options().max_batch;
+  o.shared_pool = &setup.target_context.pool();
+  return std::make_unique<MtpDrafter>(setup.target, setup.path, o);
+}
 
 }  // namespace kakeya

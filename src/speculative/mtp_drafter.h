@@ -44,7 +44,7 @@ namespace kakeya {
 
 struct MtpOptions {
   int n_max = 3;         // most drafts per step (llama.cpp's default)
-  int n_ctx = 4096;      // positions of the MTP cache: give the target's
+  int n_ctx = kDefaultContextSize;  // positions of the MTP cache: give the target's
   int max_batch = 512;   // the most rows one Observe() brings: give the target context's
   ThreadPool* shared_pool = nullptr;  // run on the target's pool (recommended) instead of n_threads of its own
   int n_threads = 2;
@@ -108,5 +108,9 @@ class MtpDrafter final : public Drafter {
   Buffer<float> chained_h_;  // F32 [n_embd]: h' of the last draft row
   Buffer<uint8_t> matmul_;   // MatMul scratch for eh_proj
 };
+
+// The registry's row (drafter_registry.cc): the sidecar in setup.path, or the
+// target's own NextN layers when it is empty.
+std::unique_ptr<Drafter> MakeMtpDrafter(const DrafterSetup& setup);
 
 }  // namespace kakeya

@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "base/error.h"
+#include "model/context.h"
 
 namespace kakeya {
 namespace {
@@ -120,6 +121,10 @@ void NgramDrafter::Grow() {
   for (const Slot& s : old) {
     if (s.key != 0) Insert(s.key, s.end);
   }
+}
+
+std::unique_ptr<Drafter> MakeNgramDrafter(const DrafterSetup& setup) {
+  return std::make_unique<NgramDrafter>(NgramOptions{.n_ctx = setup.target_context.options().n_ctx});
 }
 
 }  // namespace kakeya

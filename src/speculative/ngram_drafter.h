@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "speculative/drafter.h"
@@ -25,7 +26,7 @@ struct NgramOptions {
   // paying for drafts that are not accepted.
   int n_min = 1;
   int n_max = 3;  // at most kMaxN
-  int n_ctx = 4096;  // history length to size the index for (it grows past it if needed)
+  int n_ctx = kDefaultContextSize;  // history length to size the index for (it grows past it if needed)
 };
 
 class NgramDrafter final : public Drafter {
@@ -61,5 +62,8 @@ class NgramDrafter final : public Drafter {
   size_t n_used_ = 0;
   int indexed_ = 0;  // n-grams ending before this position are in the table
 };
+
+// The registry's row (drafter_registry.cc): an index sized for the target's context.
+std::unique_ptr<Drafter> MakeNgramDrafter(const DrafterSetup& setup);
 
 }  // namespace kakeya

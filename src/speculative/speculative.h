@@ -12,14 +12,16 @@
 #include <vector>
 
 #include "engine/generate.h"
+#include "engine/limits.h"
 #include "speculative/verifier.h"
 #include "speculative/drafter.h"
+#include "speculative/step_cost.h"
 
 namespace kakeya {
 
 struct SpecOptions {
   int block = 0;        // rows per verify step (1 + drafts); 0 = adaptive
-  int max_block = 16;   // upper bound for the adaptive size; rows the target context must allow
+  int max_block = kAdaptiveMaxBlock;  // upper bound for the adaptive size; rows the target context must allow
   bool trace = false;   // record every step in SpecStats::trace (allocates per step)
   SampledVerify verify = SampledVerify::kMatch;  // how drafts are checked when sampling
   // Benchmarking only, never lossless: accept drafts at random so that a
@@ -65,27 +67,6 @@ struct SpecStats {
   std::vector<SpecTraceStep> trace;  // with SpecOptions::trace
   // Tokens committed per verify step, the bonus included (1.0: no draft ever accepted).
   double mean_accept_len() const { return steps > 0 ? double(steps + accepted) / steps : 0.0; }
-};
-
-// What a step's forward costs: a line through the measured ms of recent
-// forwards against their extra rows (rows - 1), decayed so that it follows
-// the machine. The row cost differs by an order of magnitude between models
-// (~5% of a step for a memory-bound 1B model, ~25% for the compute-bound
-// shipped 20M one), so it is measured, not assumed. One per forward stream:
-// a lone sequence's, or a server's shared by all of its slots.
-class StepCost {
- public:
-  void Observe(int extra_rows, double ms);
-  bool measured() const { return w_ > 0; }
-  double BaseMs() const;  // one row
-  double RowMs() const;   // each further row
-  // A step of one row beside `other_rows` rows of other sequences.
-  double PlainMs(int other_rows) const { return BaseMs() + RowMs() * other_rows; }
-
- private:
-  void AddPoint(double x, double y);
-  double SlopeMs() const;
-  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // decayed sums of (extra rows, ms)
 };
 
 // What the rest of a step holds when a sequence sizes its draft: rows other
@@ -194,13 +175,17 @@ class SpeculativeDecoder {
   std::chrono::steady_clock::time_point decode_start_;
 };
 
-// Generates after `prompt` like Generate() (same options, callback and
-// result), verifying drafter proposals in blocks: a SpeculativeDecoder run
-// alone. With greedy sampling the tokens are byte-identical to Generate()'s;
-// with temperature > 0 they follow the same distribution. The target context
-// needs max_logit_rows >= max_block.
-GenerateResult GenerateSpeculative(Context& target, Drafter& drafter, std::span<const TokenId> prompt,
-                                   const GenerateOptions& options, const SpecOptions& spec,
-                                   const TokenCallback& on_token, SpecStats* stats);
+// Generates after `prompt` on a context whose cache is cleared first:
+// plainly when `drafter` is null (one row per step), else verifying its
+// proposals in blocks. A SpeculativeDecoder run alone: the one decode loop of
+// the command line (the server runs the same steps, ADR 0009). Greedy tokens
+// are byte-identical with and without a drafter, and seeded sampled ones
+// under match verification (ADR 0010); rejection verification keeps the
+// distribution. Throws Error for an empty prompt, one that does not fit the
+// context, bad sampling parameters or a block the context cannot hold (it
+// needs max_logit_rows >= spec.max_block with a drafter).
+GenerateResult Generate(Context& target, Drafter* drafter, std::span<const TokenId> prompt,
+                        const GenerateOptions& options, const SpecOptions& spec, const TokenCallback& on_token,
+                        SpecStats* stats);
 
 }  // namespace kakeya

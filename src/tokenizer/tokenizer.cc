@@ -1,5 +1,6 @@
-// Tokenizer::FromGguf and the vocabulary metadata shared by all tokenizer
-// types, following llama.cpp's llama_vocab::impl::load.
+// The vocabulary metadata shared by all tokenizer types, following
+// llama.cpp's llama_vocab::impl::load (Tokenizer::FromGguf, which picks the
+// type, is tokenizer_from_gguf.cc).
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
-#include "tokenizer/bpe_tokenizer.h"
-#include "tokenizer/spm_tokenizer.h"
 
 namespace kakeya {
 namespace {
@@ -96,16 +95,6 @@ std::string Lowercase(std::string_view text) {
 }
 
 }  // namespace
-
-std::unique_ptr<Tokenizer> Tokenizer::FromGguf(const GgufFile& gguf) {
-  constexpr std::string_view kModelKey = "tokenizer.ggml.model";
-  const std::optional<std::string_view> model = gguf.FindString(kModelKey);
-  if (!model) Fail(kModelKey, ": missing (the GGUF has no tokenizer)");
-  if (*model == "llama") return std::make_unique<SpmTokenizer>(gguf);
-  if (*model == "gpt2" || *model == "gemma4") return std::make_unique<BpeTokenizer>(gguf, *model);
-  Fail(kModelKey, ": unsupported tokenizer model '", *model,
-       "'; supported: llama (SentencePiece), gpt2 (byte-level BPE), gemma4 (BPE on UTF-8)");
-}
 
 bool Tokenizer::IsEndOfGeneration(TokenId id) const {
   return std::binary_search(end_of_generation_.begin(), end_of_generation_.end(), id);

@@ -11,7 +11,6 @@
 #include <vector>
 #include <limits>
 
-#include "cache/kv_cache.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matmul.h"
 

@@ -29,10 +29,16 @@ void SiluMul(const float* gate, const float* up, int n, float* out);
 // x[i] += y[i]
 void AddInPlace(float* x, const float* y, int n);
 
+// The first position a query at `pos` attends to with a sliding window of
+// `window` positions (0: every earlier position). One definition for both
+// sides of the ring's soundness: attention (AttendKvHead) reads exactly these
+// positions, and the cache (cache/kv_cache.h) keeps them.
+inline int FirstVisiblePosition(int pos, int window) { return window > 0 && pos >= window ? pos - window + 1 : 0; }
+
 // Attention of rows of one sequence for the query heads of one KV head.
 // Row r is the token at position first_pos + r; it sees the keys of positions
-// [FirstVisiblePosition(first_pos + r, window), first_pos + r] (cache/kv_cache.h,
-// the cache's own rule for what a ring keeps). The cache is a ring of `capacity` rows
+// [FirstVisiblePosition(first_pos + r, window), first_pos + r] (above; the
+// cache's rule for what a ring keeps too). The cache is a ring of `capacity` rows
 // (a full cache is a ring that never wraps): position p is row p % capacity of
 // k (F32 [capacity, k_stride]) and v (F32 [capacity, v_stride]). Keys are
 // visited in position order, so a ring and a full cache give the same bits,

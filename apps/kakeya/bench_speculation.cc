@@ -16,6 +16,7 @@
 #include "bench_workload.h"
 #include "commands.h"
 #include "drafter_choice.h"
+#include "engine/limits.h"
 #include "kernels/cpu/matmul.h"
 #include "machine.h"
 #include "median.h"
@@ -25,9 +26,6 @@
 
 namespace kakeya::cli {
 namespace {
-
-constexpr int kMaxBlock = 64;
-constexpr int kAdaptiveMaxBlock = 16;  // as `kakeya run`
 
 struct SpecBenchFlags : ModelFlags {
   std::vector<std::string> workloads = {"code"};
@@ -71,30 +69,6 @@ struct ConfigResult {
   bool identical = true;
   std::set<size_t> degenerate_prompts;
 };
-
-// The flags `kakeya run --spec METHOD` would have: --draft only for a method
-// its kind serves, else the shipped drafter of that kind.
-ModelFlags FlagsFor(const ModelFlags& f, const std::string& method) {
-  ModelFlags m = f;
-  m.spec = method;
-  if (!m.draft.empty() && method != "auto" && DrafterKindOfFile(m.draft) != method) m.draft.clear();
-  UseShippedDefaults(m);
-  return m;
-}
-
-// The methods a model can run: prompt lookup and auto always; a drafter kind
-// when --draft holds one or the shipped target ships one; mtp also from the
-// target's own NextN layers.
-std::vector<std::string> DefaultMethods(const ModelFlags& f, const Model& target) {
-  std::vector<std::string> out = {"ngram"};
-  for (const std::string kind : {"draft", "block", "mtp"}) {
-    const ModelFlags m = FlagsFor(f, kind);
-    const bool has_file = !m.draft.empty() && DrafterKindOfFile(m.draft) == kind;
-    if (has_file || (kind == "mtp" && !target.nextn.empty())) out.push_back(kind);
-  }
-  out.push_back("auto");
-  return out;
-}
 
 // The weight type that holds most of the model's bytes.
 std::string MainDType(const Model& model) {
@@ -150,8 +124,15 @@ int BenchSpec(SpecBenchFlags f) {
     }
   }
 
+  // Every drafter the model has, and auto, unless --spec names the methods.
+  const std::vector<DrafterChoice> available = AvailableDrafters(SourcesOf(f), *model);
+  std::vector<std::string> wanted = f.methods;
+  if (wanted.empty()) {
+    for (const DrafterChoice& c : available) wanted.emplace_back(c.kind->name);
+    wanted.emplace_back("auto");
+  }
   std::vector<std::string> methods;
-  for (const std::string& m : f.methods.empty() ? DefaultMethods(f, *model) : f.methods) {
+  for (const std::string& m : wanted) {
     // Plain decoding always runs, first; a method named twice runs once.
     if (m != "none" && std::find(methods.begin(), methods.end(), m) == methods.end()) methods.push_back(m);
   }
@@ -175,7 +156,9 @@ int BenchSpec(SpecBenchFlags f) {
   // One drafter per method, reused across its blocks and prompts as a server
   // reuses a slot's drafter across requests (Begin starts each request).
   std::map<std::string, std::unique_ptr<Drafter>> drafters;
-  for (const std::string& m : methods) drafters[m] = MakeDrafter(FlagsFor(f, m), *model, ctx, g.sampling, max_block);
+  for (const std::string& m : methods) {
+    drafters[m] = MakeDrafterFrom(m, available, DrafterSetup{*model, ctx, "", g.sampling, max_block});
+  }
 
   const bool synthetic = f.synthetic_accept > 0;
   // Rejection sampling keeps the distribution, not the bytes: only the
@@ -205,16 +188,12 @@ int BenchSpec(SpecBenchFlags f) {
           ResetPeakRss();
           SpecStats stats;
           GenerateResult r;
-          if (cfg.method == "none") {
-            r = Generate(ctx, prompt, g, nullptr);
-          } else {
-            const SpecOptions spec{.block = cfg.block,
-                                   .max_block = cfg.block > 0 ? cfg.block : kAdaptiveMaxBlock,
-                                   .verify = f.sampling.Verify(),
-                                   .synthetic_accept = f.synthetic_accept,
-                                   .synthetic_seed = g.sampling.seed};
-            r = GenerateSpeculative(ctx, *drafters[cfg.method], prompt, g, spec, nullptr, &stats);
-          }
+          const SpecOptions spec{.block = cfg.block,
+                                 .max_block = cfg.block > 0 ? cfg.block : kAdaptiveMaxBlock,
+                                 .verify = f.sampling.Verify(),
+                                 .synthetic_accept = cfg.method == "none" ? 0 : f.synthetic_accept,
+                                 .synthetic_seed = g.sampling.seed};
+          r = Generate(ctx, cfg.method == "none" ? nullptr : drafters[cfg.method].get(), prompt, g, spec, nullptr, &stats);
           if (rep < 0) continue;
           ConfigResult& res = results[c];
           res.peak_rss = std::max(res.peak_rss, PeakRssBytes());
@@ -224,10 +203,12 @@ int BenchSpec(SpecBenchFlags f) {
           t.prompt_tokens += prompt.size();
           t.prefill_ms += r.prefill_ms;
           t.decode_ms += r.decode_ms;
-          res.steps += stats.steps;
-          res.accepted += stats.accepted;
-          res.draft_ms += stats.draft_ms;
-          res.verify_ms += stats.verify_ms;
+          if (cfg.method != "none") {  // plain steps are no verify steps in the report
+            res.steps += stats.steps;
+            res.accepted += stats.accepted;
+            res.draft_ms += stats.draft_ms;
+            res.verify_ms += stats.verify_ms;
+          }
           res.decode_ms += r.decode_ms;
 
           const std::string run = RunName(cfg.method, cfg.block, wl.prompts[k].name);
@@ -339,11 +320,11 @@ CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner) {
       ->delimiter(',')
       ->capture_default_str();
   spec->add_option("--spec", f->methods,
-                   "Methods, comma separated, of none, ngram, draft, block, mtp, auto (default: every one the model "
-                   "has a drafter for); plain decoding always runs as the baseline")
+                   "Methods, comma separated, of the --spec values of `kakeya run` (default: every drafter the "
+                   "model has, and auto); plain decoding always runs as the baseline")
       ->delimiter(',')
       ->check(CLI::IsMember(SpecNames()));
-  spec->add_option("--blocks", f->blocks, "Rows per verify step, comma separated; 0 = adaptive (up to 16)")
+  spec->add_option("--blocks", f->blocks, "Rows per verify step, comma separated; 0 = adaptive (up to " + std::to_string(kAdaptiveMaxBlock) + ")")
       ->delimiter(',')
       ->capture_default_str();
   spec->add_option("-n,--n-predict", f->n_predict, "Tokens to generate per prompt (long: at least 2048)")

@@ -1,0 +1,31 @@
+// The limits the command line, the server and the decode loop share: one
+// place for each, with the reason for its value.
+#pragma once
+
+#include <algorithm>
+
+namespace kakeya {
+
+// Rows of the largest verify step any command accepts (run --block, bench
+// spec --blocks, the server's slots). Past 16 rows a verify already costs
+// like a prefill chunk: on the memory-bound 1.25B bench model 16 rows take
+// 3-3.5 plain steps (ADR 0005, Q4_K_M 62-74 ms against ~20 ms), so no
+// drafter's acceptance pays for 64; the bound keeps a context's logit rows
+// (rows x n_vocab floats) small: 39 MB at 64 rows of a 152k vocabulary.
+inline constexpr int kMaxBlock = 64;
+
+// Rows of the largest verify step the adaptive draft length (ADR 0004)
+// chooses, and what a context reserves logit rows for when no fixed block is
+// given (run and chat without --block, the server). The shipped drafters
+// commit under 6 tokens per step on average (models/README.md), so the
+// policy's best length stays well below 16; DFlash's published block is 16.
+inline constexpr int kAdaptiveMaxBlock = 16;
+
+// Context positions when -c is not given: the model's training context, at
+// most this many (llama.cpp's default -c too). A model trained at 128k would
+// otherwise allocate a cache of 128k positions per sequence up front (F32 K/V:
+// 8 GiB for the 1.25B bench model's shape).
+inline constexpr int kDefaultContextSize = 4096;
+inline int DefaultContextSize(int n_ctx_train) { return std::min(n_ctx_train, kDefaultContextSize); }
+
+}  // namespace kakeya

@@ -1,0 +1,21 @@
+// The hyper-parameters a whole model shares (model.h); everything per layer
+// is in Layer (layer.h).
+#pragma once
+
+#include <string>
+
+namespace kakeya {
+
+struct HParams {
+  std::string arch;  // general.architecture
+  int n_vocab = 0;
+  int n_embd = 0;
+  int n_layer = 0;  // decoder layers the forward runs (NextN blocks not included)
+  int n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
+  float final_softcap = 0.0f;  // > 0: logits soft-capped
+  int n_embd_per_layer = 0;    // > 0: Gemma 4 per-layer embeddings of this width
+};
+
+}  // namespace kakeya
