@@ -2,7 +2,7 @@
 
 Both borrow the target's token embedding (scaled by sqrt(n_embd)) and its tied LM head, frozen
 and not part of their state dicts; only their own layers train. The forward passes are exactly
-what kakeya runs (FORMATS.md 5.1 and 5.3; tools/train/README.md "Drafters" states them), so
+what kakeya runs (docs/formats/drafters.md 5.1 and 5.2; tools/train/README.md "Drafters" states them), so
 the GGUF export is a renaming.
 
 Target features (computed by the frozen target, `target_features`):

@@ -1,4 +1,4 @@
-"""GGUF export of the drafters (drafters.py) for a gemma3 target (FORMATS.md 5.1, 5.3).
+"""GGUF export of the drafters (drafters.py) for a gemma3 target (docs/formats/drafters.md 5.1, 5.2).
 
 * DFlash: `general.architecture = "dflash"`, tensors `fc`, `enc.output_norm`, `output_norm`,
   `blk.i.*` (Qwen3-style names); no token_embd / output (borrowed from the target).

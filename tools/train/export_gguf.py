@@ -1,6 +1,6 @@
 """Export a trained Gemma3 module and its SentencePiece vocabulary as a gemma3 GGUF file.
 
-The module already computes what FORMATS.md 3.4 describes, so this is a renaming:
+The module already computes what docs/formats/architectures.md 3.4 describes, so this is a renaming:
 no "+1" on norm weights, no q/k permutation, tied output (no output.weight).
 
     python3 export_gguf.py CHECKPOINT.pt TOKENIZER.model OUT.gguf [--type f32|f16|q8_0]
@@ -14,8 +14,11 @@ import tokenizer as tk
 from model import Config, Gemma3
 
 ARCH = "gemma3"
+STDLIB_LICENSE = "PSF-2.0 (training data: Python standard library)"
+GEN2_LICENSE = ("training data: Python source of Debian 12 python3-* packages under DFSG-free licences "
+                "(tools/train/corpus-packages.tsv lists each package, version and licence)")
 
-# torch parameter suffix in a Block -> GGUF tensor name suffix (FORMATS.md 3.1)
+# torch parameter suffix in a Block -> GGUF tensor name suffix (docs/formats/architectures.md 3.1)
 BLOCK_TENSORS = {
     "attn_norm.weight": "attn_norm.weight",
     "wq.weight": "attn_q.weight",
@@ -40,11 +43,11 @@ def gguf_tensor_name(torch_name):
     return f"blk.{il}.{BLOCK_TENSORS[rest]}"
 
 
-def add_hparams(w, cfg, name):
+def add_hparams(w, cfg, name, license=STDLIB_LICENSE):
     p = ARCH + "."
     w.add("general.architecture", gw.STRING, ARCH)
     w.add("general.name", gw.STRING, name)
-    w.add("general.license", gw.STRING, "PSF-2.0 (training data: Python standard library)")
+    w.add("general.license", gw.STRING, license)
     w.add(p + "context_length", gw.UINT32, cfg.n_ctx)
     w.add(p + "embedding_length", gw.UINT32, cfg.n_embd)
     w.add(p + "block_count", gw.UINT32, cfg.n_layer)
@@ -77,11 +80,11 @@ def add_vocab(w, sp):
 MATRIX_TYPES = {"f32": gw.GGML_F32, "f16": gw.GGML_F16, "q8_0": gw.GGML_Q8_0}
 
 
-def export(model, sp, path, name, f16=False, matrix_type=None):
+def export(model, sp, path, name, f16=False, matrix_type=None, license=STDLIB_LICENSE):
     """matrix_type: "f32", "f16" or "q8_0" for the 2-D tensors (default: f16 if f16 else f32)."""
     matrix_type = matrix_type or ("f16" if f16 else "f32")
     w = gw.GgufWriter()
-    add_hparams(w, model.cfg, name)
+    add_hparams(w, model.cfg, name, license)
     add_vocab(w, sp)
     for torch_name, param in model.state_dict().items():
         array = param.detach().float().cpu().numpy()
@@ -94,7 +97,7 @@ def export(model, sp, path, name, f16=False, matrix_type=None):
 def load_checkpoint(path):
     ckpt = torch.load(path, map_location="cpu")
     model = Gemma3(Config(**ckpt["config"]))
-    model.load_state_dict(ckpt["model"])
+    model.load_state_dict({k: v.float() for k, v in ckpt["model"].items()})
     return model
 
 
@@ -106,9 +109,11 @@ def main():
     ap.add_argument("--name", default="kakeya-pystdlib")
     ap.add_argument("--type", choices=sorted(MATRIX_TYPES), default="f32",
                     help="type of the matrices (norms stay F32); the shipped files use q8_0")
+    ap.add_argument("--license", choices=["stdlib", "gen2"], default="stdlib",
+                    help="general.license: the training data's (gen2: the Debian corpus of issue 42)")
     args = ap.parse_args()
     export(load_checkpoint(args.checkpoint), tk.load(args.tokenizer), args.out, args.name,
-           matrix_type=args.type)
+           matrix_type=args.type, license=GEN2_LICENSE if args.license == "gen2" else STDLIB_LICENSE)
 
 
 if __name__ == "__main__":

@@ -1,17 +1,18 @@
-"""A minimal GGUF v2/v3 reader (FORMATS.md section 1), little-endian, and a loader of a
+"""A minimal GGUF v2/v3 reader (docs/formats/gguf.md), little-endian, and a loader of a
 gemma3 GGUF into model.py's Gemma3.
 
 Dequantizes F32, F16, BF16 and Q8_0 (blocks of 32: f16 scale d, then 32 int8 q; value = d*q)
 into float32 numpy arrays shaped like the torch weights ([out, in] = reversed ggml ne).
 
     python3 gguf_reader.py FILE.gguf     # prints the metadata (arrays abbreviated) and tensors
+    python3 gguf_reader.py FILE.gguf --checkpoint OUT.pt   # a finished train.py checkpoint
 """
 import struct
 import sys
 
 import numpy as np
 
-# gguf_type ids (FORMATS.md 1.3)
+# gguf_type ids (docs/formats/gguf.md 1.3)
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 _SCALAR = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
            FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
@@ -152,7 +153,18 @@ def load_gemma3(path):
     return model.eval(), g
 
 
+def to_checkpoint(path, out):
+    """A gemma3 GGUF as a finished train.py checkpoint (config + dequantized weights, no optimizer):
+    train.py skips training for it and goes on to export and verification."""
+    import torch
+    model, _ = load_gemma3(path)
+    torch.save({"config": model.cfg.to_dict(), "model": model.state_dict(), "optim": None, "step": 1, "total": 1,
+                "best": None}, out)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[2] == "--checkpoint":  # gguf_reader.py FILE.gguf --checkpoint OUT.pt
+        return to_checkpoint(sys.argv[1], sys.argv[3])
     g = GgufFile(sys.argv[1])
     for k, v in g.kv.items():
         if isinstance(v, list) and len(v) > 12:

@@ -1,4 +1,4 @@
-"""A minimal GGUF v3 writer (FORMATS.md section 1), little-endian.
+"""A minimal GGUF v3 writer (docs/formats/gguf.md), little-endian.
 
 gguf-py is not packaged for Debian, and the format is small enough that writing it
 directly is clearer than vendoring it. Only what the export needs is supported:
@@ -13,15 +13,15 @@ GGUF_MAGIC = b"GGUF"
 GGUF_VERSION = 3
 ALIGNMENT = 32  # default general.alignment; we do not write the key
 
-# gguf_type ids (FORMATS.md 1.3)
+# gguf_type ids (docs/formats/gguf.md 1.3)
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
 
-# ggml_type ids (FORMATS.md 1.7)
+# ggml_type ids (docs/formats/gguf.md 1.7)
 GGML_F32, GGML_F16, GGML_Q8_0 = 0, 1, 8
 
 
 def quantize_q8_0(array):
-    """ggml's reference Q8_0 (FORMATS.md 2.1): per 32 values, d = amax / 127 stored as F16,
+    """ggml's reference Q8_0 (docs/formats/quantization.md 2.2): per 32 values, d = amax / 127 stored as F16,
     q = round-half-away(x / d) with 1/d in float32, as quantize_row_q8_0_ref computes it."""
     x = np.ascontiguousarray(array, dtype=np.float32).reshape(-1, 32)
     amax = np.abs(x).max(axis=1)
@@ -74,7 +74,7 @@ class GgufWriter:
         """array: a row-major numpy array shaped like the torch weight ([out, in]).
 
         GGUF lists dimensions fastest-varying first, so ne is the reversed shape and
-        the bytes are the row-major array as is (FORMATS.md 1.4).
+        the bytes are the row-major array as is (docs/formats/gguf.md 1.4).
         """
         assert len(name.encode()) < 64, name
         if ggml_type == GGML_Q8_0:

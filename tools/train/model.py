@@ -1,4 +1,5 @@
-"""The gemma3 forward pass exactly as FORMATS.md 3.2-3.4 (llama.cpp semantics) describes it.
+"""The gemma3 forward pass exactly as docs/formats/architectures.md 3.2-3.4 (llama.cpp semantics)
+describes it.
 
 Because the PyTorch module computes what kakeya and llama.cpp compute, the export is a
 plain copy of the weights: norm weights are used as x_hat * w (no Gemma "1 + w"), q/k are
@@ -55,7 +56,7 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(n_ctx, head_dim, base):
-    """cos/sin [n_ctx, head_dim/2] for theta_i = p * base^(-2i/d) (FORMATS.md 3.3)."""
+    """cos/sin [n_ctx, head_dim/2] for theta_i = p * base^(-2i/d) (docs/formats/architectures.md 3.3)."""
     inv_freq = base ** (-torch.arange(0, head_dim // 2, dtype=torch.float64) * 2 / head_dim)
     angles = torch.arange(n_ctx, dtype=torch.float64)[:, None] * inv_freq[None, :]
     return torch.cos(angles).float(), torch.sin(angles).float()
@@ -76,6 +77,61 @@ def attention_mask(n_ctx, window):
     if window > 0:
         allowed &= (i - j) < window
     return allowed
+
+
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0 (not Debian's 1.13)
+
+
+def full_attention(q, k, v, mask):
+    """q [B, H, T, D], k/v [B, KV, T, D], mask [T, T] (True = visible) -> [B, H, T, D].
+    GQA: consecutive query heads share a KV head (h // (H / KV)); a broadcast over the group
+    instead of copies of K and V. The [T, T] tensors stay in the compute dtype; softmax
+    accumulates in float32."""
+    B, H, T, D = q.shape
+    KV = k.shape[1]
+    q = q.reshape(B, KV, H // KV, T, D) * (1.0 / math.sqrt(D))
+    scores = (q @ k.unsqueeze(2).transpose(-1, -2)).masked_fill(~mask, float("-inf"))
+    probs = scores.softmax(-1, dtype=torch.float32).to(v.dtype)
+    return (probs @ v.unsqueeze(2)).reshape(B, H, T, D)
+
+
+def local_mask(n_chunks, window, device):
+    """[n_chunks, W, 2W]: query a of chunk c sees key b of (chunk c-1 ++ chunk c) iff
+    a < b <= a + W, i.e. j <= i and i - j < W; chunk 0 has no previous chunk."""
+    a = torch.arange(window, device=device)[:, None]
+    b = torch.arange(2 * window, device=device)[None, :]
+    m = ((b > a) & (b <= a + window)).expand(n_chunks, window, 2 * window).clone()
+    m[0, :, :window] = False
+    return m
+
+
+def local_attention(q, k, v, window):
+    """Sliding-window causal attention computed by chunks of W queries against the 2W keys
+    that can reach them: exactly full_attention with attention_mask(T, W), in O(T * 2W)
+    instead of O(T^2). q [B, H, T, D], k/v [B, KV, T, D]."""
+    B, H, T, D = q.shape
+    KV, W = k.shape[1], window
+    pad = (-T) % W
+    if pad:
+        q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
+    n = (T + pad) // W
+
+    def pairs(t):  # [B, KV, n, 2W, D]: previous chunk (zeros for chunk 0) ++ this chunk
+        c = t.reshape(B, KV, n, W, D)
+        return torch.cat((torch.cat((torch.zeros_like(c[:, :, :1]), c[:, :, :-1]), 2), c), 3)
+
+    kk, vv = pairs(k), pairs(v)
+    mask = local_mask(n, W, q.device)
+    qc = q.reshape(B, KV, H // KV, n, W, D)
+    if HAS_SDPA and q.is_cuda:
+        G = H // KV
+        y = F.scaled_dot_product_attention(
+            qc.reshape(B * H, n, W, D), *(t.unsqueeze(2).expand(B, KV, G, n, 2 * W, D).reshape(B * H, n, 2 * W, D)
+                                          for t in (kk, vv)), attn_mask=mask[None])
+    else:
+        scores = ((qc * (1.0 / math.sqrt(D))) @ kk.unsqueeze(2).transpose(-1, -2)).masked_fill(~mask, float("-inf"))
+        y = scores.softmax(-1, dtype=torch.float32).to(v.dtype) @ vv.unsqueeze(2)
+    return y.reshape(B, H, n * W, D)[:, :, :T]
 
 
 class Block(nn.Module):
@@ -109,16 +165,14 @@ class Block(nn.Module):
         k = self.k_norm(k).to(v.dtype).transpose(1, 2)
         v = v.transpose(1, 2)
         q, k = apply_rope_neox(q, cos, sin), apply_rope_neox(k, cos, sin)
-        # GQA: consecutive query heads share a KV head (h // (n_head / n_head_kv)); a
-        # broadcast over the group instead of copies of K and V.
-        group = cfg.n_head // cfg.n_head_kv
-        q = q.reshape(B, cfg.n_head_kv, group, T, cfg.head_dim) * (1.0 / math.sqrt(cfg.head_dim))
-        k, v = k.unsqueeze(2), v.unsqueeze(2)
-        # Debian's torch 1.13 has no scaled_dot_product_attention. The [T, T] tensors dominate
-        # a CPU step, so they stay in the compute dtype; softmax accumulates in float32.
-        scores = (q @ k.transpose(-1, -2)).masked_fill(~mask, float("-inf"))
-        probs = scores.softmax(-1, dtype=torch.float32).to(v.dtype)
-        y = (probs @ v).reshape(B, cfg.n_head, T, cfg.head_dim)
+        if self.swa and T > 2 * cfg.sliding_window:
+            y = local_attention(q, k, v, cfg.sliding_window)
+        elif HAS_SDPA and q.is_cuda:
+            y = F.scaled_dot_product_attention(q, *(t.repeat_interleave(cfg.n_head // cfg.n_head_kv, 1)
+                                                    for t in (k, v)), attn_mask=None if not self.swa else mask,
+                                               is_causal=not self.swa)
+        else:
+            y = full_attention(q, k, v, mask)
         return self.wo(y.transpose(1, 2).reshape(B, T, cfg.n_head * cfg.head_dim))
 
     def forward(self, h, rope, masks):

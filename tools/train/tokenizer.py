@@ -1,6 +1,6 @@
 """SentencePiece BPE tokenizer for code, stored as a `llama` (SPM) vocabulary in GGUF.
 
-Why these options (FORMATS.md 4.3 describes what the engine does with the vocabulary):
+Why these options (docs/formats/tokenizers.md 4.3 describes what the engine does with the vocabulary):
 * model_type=bpe: llama.cpp/kakeya encode SPM vocabularies by greedy highest-score pair
   merging, which is exactly SentencePiece's BPE encoder (scores = -merge rank). A unigram
   model would be encoded differently (Viterbi) and ids would not match.
@@ -19,7 +19,7 @@ import os
 
 import sentencepiece as spm
 
-# SentencePiece piece types equal GGUF token types (FORMATS.md 4.1).
+# SentencePiece piece types equal GGUF token types (docs/formats/tokenizers.md 4.1).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 MAX_CHUNK_BYTES = 4000  # stays under the trainer's max_sentence_length
 
@@ -37,7 +37,7 @@ def _chunks(docs):
             yield chunk
 
 
-def train(train_docs, out_dir, vocab_size):
+def train(train_docs, out_dir, vocab_size, threads=2):
     # Deterministic: every chunk is used (no sampling), and BPE training has no randomness.
     prefix = os.path.join(out_dir, "tokenizer")
     spm.SentencePieceTrainer.train(
@@ -56,7 +56,7 @@ def train(train_docs, out_dir, vocab_size):
         max_sentence_length=MAX_CHUNK_BYTES * 4,
         input_sentence_size=0,  # use every chunk
         unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
-        num_threads=2,
+        num_threads=threads,
         minloglevel=2,
     )
     return prefix + ".model"
