@@ -16,6 +16,7 @@
 #include "engine/generate.h"
 #include "gguf/gguf.h"
 #include "gguf_copy.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "model/context.h"
 #include "plain_decoding.h"
@@ -36,7 +37,7 @@ TEST(KvCacheProperty, RandomAppendTrimCommitKeepsEveryVisibleRow) {
     for (int max_pending : {1, 5, 16}) {
       SCOPED_TRACE("window " + std::to_string(window) + " max_pending " + std::to_string(max_pending));
       const int n_ctx = 400;
-      KvCache cache({LayerCacheShape{window, 2, 1}}, n_ctx, max_pending);
+      KvCache cache({LayerCacheShape{window, 1, 2, 1}}, n_ctx, max_pending);
       LayerCache& layer = cache.layer(0);
       std::map<int, float> shadow;  // position -> latest value written
       float generation = 0;
@@ -82,7 +83,7 @@ TEST(KvCacheProperty, RandomAppendTrimCommitKeepsEveryVisibleRow) {
 }
 
 TEST(KvCache, RingMemoryIsBoundedByWindowPlusPending) {
-  KvCache cache({LayerCacheShape{32, 64, 64}, LayerCacheShape{0, 64, 64}}, 100000, 16);
+  KvCache cache({LayerCacheShape{32, 1, 64, 64}, LayerCacheShape{0, 1, 64, 64}}, 100000, 16);
   EXPECT_EQ(cache.layer(0).capacity(), 32 + 16);
   EXPECT_EQ(cache.layer(1).capacity(), 100000);
   EXPECT_EQ(cache.ring_bytes(), size_t{48} * 128 * sizeof(float));

@@ -92,6 +92,38 @@ TEST_P(NoAllocation, DecodeStepsDoNotAllocate) {
       << "n-gram speculation";
 }
 
+// Every cache type, the codec coding a block every 16 steps: a 320-token
+// prompt puts the decode steps past the codec's first coded positions.
+TEST(NoAllocationCacheTypes, DecodeStepsDoNotAllocateWithAnyCacheType) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "operator new cannot be counted under AddressSanitizer";
+#endif
+  const std::unique_ptr<Model> model = Model::Load(kModels + "tiny-qwen3-f32.gguf");
+  std::vector<TokenId> prompt = model->tokenizer().Encode("Once upon a time, there was a fox", true, true);
+  while (prompt.size() < 320) prompt.push_back(prompt[prompt.size() % 9 + 1]);
+  for (const auto& [k, v] : {std::pair{KvType::kKakeya4, KvType::kKakeya3}, std::pair{KvType::kQ4_0, KvType::kQ8_0},
+                             std::pair{KvType::kF16, KvType::kBF16}}) {
+    SCOPED_TRACE(std::string(KvTypeName(k)) + "/" + std::string(KvTypeName(v)));
+    Context ctx(*model, ContextOptions{.n_ctx = 600, .max_batch = 64, .n_threads = 2, .max_logit_rows = 16,
+                                       .cache_type_k = k, .cache_type_v = v});
+    GenerateOptions o;
+    o.n_predict = 200;
+    o.ignore_eos = true;
+    o.sampling.temperature = 0;
+    EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+                return Generate(ctx, nullptr, prompt, o, SpecOptions{}, cb, nullptr);
+              }),
+              0)
+        << "plain decoding";
+    NgramDrafter ngram(NgramOptions{.n_ctx = 600});
+    EXPECT_EQ(AllocationsWhileDecoding([&](const TokenCallback& cb) {
+                return Generate(ctx, &ngram, prompt, o, SpecOptions{.block = 4}, cb, nullptr);
+              }),
+              0)
+        << "n-gram speculation";
+  }
+}
+
 // The drafters that read the target (taps, Observe) and auto: the shipped
 // target with its DFlash and MTP files, gemma4 with its assistant, glm4moe
 // with its own NextN layer.

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "kernels/cpu/matmul.h"
 #include "engine/generate.h"
@@ -21,12 +22,14 @@ namespace kakeya::cli {
 namespace {
 
 struct BenchFlags {
+  CacheTypeFlags cache;
   std::string model;
   std::vector<int> rows = {1, 2, 4, 8, 16};
   int threads = 0;
   int reps = 10;
   int context = 64;
   bool prefill = false;  // logits for the last row only
+  std::string fill = "prefill";  // how the context is filled: prefill | random
   bool json = false;
 };
 
@@ -45,13 +48,19 @@ int BenchVerify(const BenchFlags& f) {
   copts.n_threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   copts.max_batch = std::max(max_rows, std::min(f.context, 512));
   copts.max_logit_rows = max_rows;
+  copts.cache_type_k = f.cache.k;
+  copts.cache_type_v = f.cache.v;
   copts.n_ctx = f.context + max_rows;
   Context ctx(*model, copts);
 
   // A fixed pseudo-random prefix, so attention has something to read.
   std::vector<TokenId> tokens(std::max(f.context, max_rows));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<TokenId>((i * 7919 + 13) % hp.n_vocab);
-  Prefill(ctx, std::span<const TokenId>(tokens).first(f.context));
+  if (f.fill == "random") {
+    ctx.FillCacheForBenchmark(f.context, 1);
+  } else {
+    Prefill(ctx, std::span<const TokenId>(tokens).first(f.context));
+  }
 
   // The roofline is read before and after the rows and the higher one kept,
   // so a fraction of it never flatters; on a shared machine whose memory
@@ -91,6 +100,9 @@ int BenchVerify(const BenchFlags& f) {
   out["model"] = f.model;
   out["weight_gb"] = weight_gb;
   out["context"] = f.context;
+  out["fill"] = f.fill;
+  out["cache_types"] = std::string(KvTypeName(f.cache.k)) + "/" + std::string(KvTypeName(f.cache.v));
+  out["kv_bytes"] = ctx.cache().bytes();
   out["prefill"] = f.prefill;
   out["roofline_gbps"] = roofline_gbps;
   out["roofline_gbps_before"] = roofline_before;
@@ -127,8 +139,10 @@ int BenchVerify(const BenchFlags& f) {
   }
   std::printf("cpu: %s | target %s | %d threads\n", out["cpu"].get<std::string>().c_str(),
               ActiveCpuTarget(), copts.n_threads);
-  std::printf("model: %s (%.2f GB of weights read per step) | context %d | logits for %s\n", f.model.c_str(),
-              weight_gb, f.context, f.prefill ? "the last row (prefill)" : "every row (verify)");
+  std::printf("model: %s (%.2f GB of weights read per step) | context %d (%s) | logits for %s\n", f.model.c_str(),
+              weight_gb, f.context, f.fill.c_str(), f.prefill ? "the last row (prefill)" : "every row (verify)");
+  std::printf("KV cache: %s, %.1f MiB\n", out["cache_types"].get<std::string>().c_str(),
+              ctx.cache().bytes() / 1048576.0);
   std::printf("memory roofline (streaming read, the higher of before and after the rows): %.1f GB/s\n",
               roofline_gbps);
   if (std::min(roofline_before, roofline_after) < 0.8 * roofline_gbps) {
@@ -169,8 +183,16 @@ Runner AddBenchCommand(CLI::App& app) {
   verify->add_option("-m,--model", f->model, "GGUF model file")->required()->check(CLI::ExistingFile);
   verify->add_option("--rows", f->rows, "Row counts to time (comma separated)")->delimiter(',')->capture_default_str();
   verify->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+  AddCacheTypeFlags(*verify, f->cache);
   verify->add_option("--reps", f->reps, "Timed repetitions per row count, after one warm-up")->capture_default_str();
-  verify->add_option("--context", f->context, "Tokens already in the cache when the rows run")->capture_default_str();
+  verify->add_option("--context", f->context, "Tokens already in the cache when the rows run (llama-bench's -d)")
+      ->capture_default_str();
+  verify->add_option("--fill", f->fill,
+                     "How the context gets there: prefill (run the model on a fixed token sequence) or random "
+                     "(random keys and values written straight into the cache, coded as a prefill would leave them: "
+                     "the same attention work at depth without the prefill's minutes)")
+      ->check(CLI::IsMember({"prefill", "random"}))
+      ->capture_default_str();
   verify->add_flag("--prefill", f->prefill,
                    "Logits for the last row only, as a prompt prefill (and llama-bench's pp test) computes them; "
                    "default: every row's, as a verify step needs");

@@ -14,6 +14,7 @@
 #include "bench_plot.h"
 #include "bench_report.h"
 #include "bench_workload.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "drafter_choice.h"
 #include "engine/limits.h"
@@ -28,6 +29,7 @@ namespace kakeya::cli {
 namespace {
 
 struct SpecBenchFlags : ModelFlags {
+  CacheTypeFlags cache;
   std::vector<std::string> workloads = {"code"};
   std::vector<std::string> methods;  // empty: every drafter the model has
   std::vector<int> blocks = {0, 4, 8, 16};
@@ -147,6 +149,8 @@ int BenchSpec(SpecBenchFlags f) {
   copts.n_ctx = longest + max_block;
   copts.max_batch = std::max(max_block, std::min(512, copts.n_ctx));
   copts.max_logit_rows = max_block;
+  copts.cache_type_k = f.cache.k;
+  copts.cache_type_v = f.cache.v;
   Context ctx(*model, copts);
 
   GenerateOptions g;
@@ -333,6 +337,7 @@ CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner) {
       ->capture_default_str();
   spec->add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   AddSamplingFlags(*spec, f->sampling);
+  AddCacheTypeFlags(*spec, f->cache);
   spec->add_option("--synthetic-accept", f->synthetic_accept,
                    "Benchmarking only, never lossless: accept drafts at random so that a verify step commits TAU "
                    "tokens on average (bonus included, in (1, block]); needs fixed --blocks. Measures the "

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "drafter_choice.h"
 #include "engine/generate.h"
@@ -27,6 +28,7 @@ namespace kakeya::cli {
 namespace {
 
 struct ChatFlags : ModelFlags {
+  CacheTypeFlags cache;
   std::string system;
   int n_predict = 0;  // 0: until end of generation or a full context
   SamplingFlags sampling;
@@ -45,6 +47,8 @@ int Chat(const ChatFlags& f) {
   copts.n_threads = ThreadsOrDefault(f.threads);
   copts.max_batch = std::max(std::min(512, copts.n_ctx), kAdaptiveMaxBlock);
   copts.max_logit_rows = kAdaptiveMaxBlock;
+  copts.cache_type_k = f.cache.k;
+  copts.cache_type_v = f.cache.v;
   Context ctx(*model, copts);
   const ChatPrompt chat_prompt(*model);
   const Tokenizer& tok = model->tokenizer();
@@ -120,6 +124,7 @@ Runner AddChatCommand(CLI::App& app) {
   app.add_option("--system", f->system, "System message at the start of the conversation");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens per reply at most (default: until end of generation)");
   AddSamplingFlags(app, f->sampling);
+  AddCacheTypeFlags(app, f->cache);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   app.add_option("-c,--ctx-size", f->n_ctx,
                  "Context size in tokens, the whole conversation (default: min(training context, " +

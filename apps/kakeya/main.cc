@@ -1,7 +1,9 @@
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <map>
 
+#include "cache_flags.h"
 #include "commands.h"
 #include "base/error.h"
 
@@ -28,7 +30,10 @@ int main(int argc, char** argv) {
       kakeya::cli::AddBenchCommand);
 
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = kakeya::cli::WithLongCacheFlags(argc, argv);
+    args.erase(args.begin());               // CLI11 takes the arguments without the program name,
+    std::reverse(args.begin(), args.end());  // last first
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

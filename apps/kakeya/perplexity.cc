@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "engine/perplexity.h"
 #include "model/context.h"
@@ -24,6 +25,7 @@ namespace kakeya::cli {
 namespace {
 
 struct PerplexityFlags {
+  CacheTypeFlags cache;
   std::string model;
   std::vector<std::string> files;
   int window = 512;
@@ -31,7 +33,12 @@ struct PerplexityFlags {
   int threads = 0;
   bool no_eos = false;
   bool json = false;
+  bool kl = false;
 };
+
+// Where the bands of --kl begin, in positions of a window: the codec's exact
+// window (ADR 0013) and the long-context bands of the gates.
+constexpr int kBandStarts[] = {0, 256, 1024, 4096, 16384, 32768};
 
 int Perplexity(const PerplexityFlags& f) {
   if (f.files.empty()) Fail("no input: pass one or more text files with -f");
@@ -57,31 +64,66 @@ int Perplexity(const PerplexityFlags& f) {
   copts.n_ctx = f.window;
   copts.max_batch = std::min(f.batch, f.window);
   copts.n_threads = ThreadsOrDefault(f.threads);
+  copts.cache_type_k = f.cache.k;
+  copts.cache_type_v = f.cache.v;
   Context ctx(*model, copts);
 
   const auto start = std::chrono::steady_clock::now();
-  const CrossEntropy ce = ScoreDocuments(ctx, docs, f.window, [&](const CrossEntropy& so_far) {
+  const auto report_progress = [&](const CrossEntropy& so_far) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "\rperplexity: %lld/%lld tokens, %.0f tok/s, running ppl %.3f   ",
                  static_cast<long long>(so_far.predicted), static_cast<long long>(n_predicted),
                  so_far.predicted / std::max(secs, 1e-9), std::exp(so_far.nats / so_far.predicted));
-  });
+  };
+  Comparison cmp;
+  if (f.kl) {
+    ContextOptions exact = copts;
+    exact.cache_type_k = exact.cache_type_v = KvType::kF32;
+    Context reference(*model, exact);
+    cmp = CompareDocuments(ctx, reference, docs, f.window, kBandStarts, report_progress);
+  } else {
+    cmp.ce = ScoreDocuments(ctx, docs, f.window, report_progress);
+  }
   std::fputc('\n', stderr);
-  const double nats = ce.nats;
+  const double nats = cmp.ce.nats;
 
   const double nats_per_token = nats / static_cast<double>(n_predicted);
   const double bits_per_byte = nats / std::log(2.0) / static_cast<double>(n_bytes);
+  const std::string types = std::string(KvTypeName(f.cache.k)) + "/" + std::string(KvTypeName(f.cache.v));
+  nlohmann::json bands = nlohmann::json::array();
+  for (size_t b = 0; b < cmp.bands.size(); ++b) {
+    const Divergence& d = cmp.bands[b];
+    if (d.positions == 0) continue;
+    const int end = b + 1 < cmp.bands.size() ? cmp.bands[b + 1].first_position : f.window;
+    bands.push_back({{"positions", std::to_string(d.first_position) + "-" + std::to_string(std::min(end, f.window))},
+                     {"tokens", d.positions},
+                     {"mean_kl", d.kl_nats / d.positions},
+                     {"top1_agreement", double(d.top1_agree) / d.positions}});
+  }
   if (f.json) {
-    const nlohmann::json out = {{"files", f.files.size()},     {"tokens", n_predicted},
-                                {"bytes", n_bytes},            {"window", f.window},
-                                {"nats_per_token", nats_per_token}, {"perplexity", std::exp(nats_per_token)},
-                                {"bits_per_byte", bits_per_byte}};
+    nlohmann::json out = {{"files", f.files.size()},     {"tokens", n_predicted},
+                          {"bytes", n_bytes},            {"window", f.window},
+                          {"cache_types", types},        {"nats_per_token", nats_per_token},
+                          {"perplexity", std::exp(nats_per_token)}, {"bits_per_byte", bits_per_byte}};
+    if (f.kl) {
+      out["f32_perplexity"] = std::exp(cmp.reference_ce.nats / n_predicted);
+      out["kl_bands"] = bands;
+    }
     std::puts(out.dump().c_str());
   } else {
-    std::printf("%lld tokens predicted in %zu file(s), %lld bytes, window %d\n",
-                static_cast<long long>(n_predicted), f.files.size(), static_cast<long long>(n_bytes), f.window);
+    std::printf("%lld tokens predicted in %zu file(s), %lld bytes, window %d, cache %s\n",
+                static_cast<long long>(n_predicted), f.files.size(), static_cast<long long>(n_bytes), f.window,
+                types.c_str());
     std::printf("cross-entropy %.5f nats/token, perplexity %.4f, %.5f bits/byte\n", nats_per_token,
                 std::exp(nats_per_token), bits_per_byte);
+    if (f.kl) {
+      std::printf("against the f32 cache (perplexity %.4f):\n", std::exp(cmp.reference_ce.nats / n_predicted));
+      for (const auto& b : bands) {
+        std::printf("  positions %-12s %8lld tokens  mean KL %.6f nats  top-1 agreement %.2f%%\n",
+                    b["positions"].get<std::string>().c_str(), static_cast<long long>(b["tokens"].get<int64_t>()),
+                    b["mean_kl"].get<double>(), 100 * b["top1_agreement"].get<double>());
+      }
+    }
   }
   return 0;
 }
@@ -99,8 +141,13 @@ Runner AddPerplexityCommand(CLI::App& app) {
   app.add_option("-w,--window", f->window, "Tokens per window (default 512)");
   app.add_option("-b,--batch", f->batch, "Rows per forward pass (default 64)");
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
+  AddCacheTypeFlags(app, f->cache);
   app.add_flag("--no-eos", f->no_eos, "Do not append EOS to each document");
   app.add_flag("--json", f->json, "Print one JSON object");
+  app.add_flag("--kl", f->kl,
+               "Also run the model with the exact f32 cache on the same windows and report the mean KL divergence "
+               "of this cache type's next-token distributions from it, and how often the argmaxes agree, by band of "
+               "position in the window (as llama-perplexity --kl-divergence against its base)");
   return [f] { return Perplexity(*f); };
 }
 

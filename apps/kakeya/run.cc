@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "drafter_choice.h"
 #include "sampling_flags.h"
@@ -21,6 +22,7 @@ namespace kakeya::cli {
 namespace {
 
 struct RunFlags : ModelFlags {
+  CacheTypeFlags cache;
   std::string prompt;
   std::string prompt_file;
   int n_predict = 256;
@@ -94,6 +96,8 @@ int Run(const RunFlags& f) {
   const int max_block = f.block > 0 ? f.block : kAdaptiveMaxBlock;
   copts.max_batch = std::max(copts.max_batch, max_block);
   copts.max_logit_rows = max_block;
+  copts.cache_type_k = f.cache.k;
+  copts.cache_type_v = f.cache.v;
   Context ctx(*model, copts);
 
   const Tokenizer& tok = model->tokenizer();
@@ -209,6 +213,7 @@ Runner AddRunCommand(CLI::App& app) {
   app.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
   app.add_option("-n,--n-predict", f->n_predict, "Tokens to generate at most")->capture_default_str();
   AddSamplingFlags(app, f->sampling);
+  AddCacheTypeFlags(app, f->cache);
   app.add_option("-t,--threads", f->threads, "Threads (default: all hardware threads)");
   app.add_option("-c,--ctx-size", f->n_ctx, "Context size in tokens (default: min(training context, " + std::to_string(kDefaultContextSize) + "))");
   app.add_flag("--ignore-eos", f->ignore_eos, "Do not stop at end-of-generation tokens");

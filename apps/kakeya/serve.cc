@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "drafter_choice.h"
 #include "engine/limits.h"
@@ -24,6 +25,7 @@ namespace kakeya::cli {
 namespace {
 
 struct ServeFlags : ModelFlags {
+  CacheTypeFlags cache;
   std::string host = "127.0.0.1";
   int port = 8080;
   int slots = 4;
@@ -88,6 +90,8 @@ int Serve(const ServeFlags& f) {
   options.max_queue = f.max_queue;
   options.max_step_rows = std::min(512, options.n_ctx);
   options.max_block = kAdaptiveMaxBlock;
+  options.cache_type_k = f.cache.k;
+  options.cache_type_v = f.cache.v;
   // One drafter per slot, on the slot's context. Sampling drafters draw with
   // the default filters; verification keeps every request's output exact
   // whatever its own sampling parameters (auto proposes greedily anyway).
@@ -150,6 +154,7 @@ Runner AddServeCommand(CLI::App& app) {
                  "Context of each slot in tokens, prompt and completion together (default: min(training context, " +
                      std::to_string(kDefaultContextSize) + "))");
   app.add_option("-t,--threads", f->threads, "Threads for the forward passes (default: all hardware threads)");
+  AddCacheTypeFlags(app, f->cache);
   app.add_option("--api-key", f->api_key,
                  "Require 'Authorization: Bearer KEY' on every route but /health (401 otherwise)");
   app.add_option("--max-body", f->max_body, "Largest request body in bytes; larger ones get 413 unread")

@@ -1,5 +1,5 @@
-// The key/value cache of one sequence: one LayerCache per layer, of two kinds
-// behind one interface (docs/design.md, invariant 3):
+// The key/value cache of one sequence: one LayerCache per layer, of three
+// kinds behind one interface (docs/design.md, invariant 3):
 //
 //  * full: every position has its own row; trimming moves a length.
 //  * ring: a sliding-window layer keeps only the last `window` positions a
@@ -8,11 +8,22 @@
 //    length can be appended and then dropped again at any time, wrapped or not:
 //    appending them overwrites only positions < committed - window + 1, which
 //    no query at or after the committed length can see.
+//  * coded (ADR 0013): a full-attention layer whose cache types are the
+//    codec's keeps the first kCodecSink positions and the latest ones exact
+//    (F32, a ring of kCodecExact + kCodedBlock + max_pending rows) and codes
+//    every other position once, in blocks of 16, before attention first reads
+//    it coded (CodeUpTo; the split is CodedEnd, kernels/cpu/attention.h). A
+//    query reads at least kCodecExact of the latest positions exact, which is
+//    more than any verify block, so a position is coded only once it is
+//    committed and never has to be uncoded; Trim forgets coded rows past the
+//    new length all the same, in O(1).
 //
-// Rows are appended as pending; Commit() makes them permanent, Trim(n) drops
-// the last n pending rows in O(1). Only the last max_pending rows can stay
-// pending: appending past that commits the oldest ones, so a trim that would
-// be unsound fails loudly instead. Storage is allocated once, at construction.
+// Rows are stored in the layer's key and value types (kv_types.h: f32 by
+// default; -ctk / -ctv). Rows are appended as pending; Commit() makes them
+// permanent, Trim(n) drops the last n pending rows in O(1). Only the last
+// max_pending rows can stay pending: appending past that commits the oldest
+// ones, so a trim that would be unsound fails loudly instead. Storage is
+// allocated once, at construction.
 #pragma once
 
 #include <cstddef>
@@ -20,44 +31,89 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/kv_types.h"
 
 namespace kakeya {
 
+// The codec's exact positions: the first kCodecSink (attention sinks, which
+// take a large share of many heads' weight whatever the distance) and the
+// latest kCodecExact, at least. kCodecExact must exceed the largest verify
+// block (engine/limits.h checks), and a quarter of a 1k context keeps the
+// recent tokens, which carry most of the weight, exact.
+inline constexpr int kCodecSink = kCodedBlock;
+inline constexpr int kCodecExact = 256;
+
 struct LayerCacheShape {
-  int window = 0;   // 0: full attention; > 0: a query at i sees keys j with i - window < j <= i
-  int k_width = 0;  // floats per key row (n_head_kv * head_dim)
-  int v_width = 0;  // floats per value row (n_head_kv * value_dim)
+  int window = 0;     // 0: full attention; > 0: a query at i sees keys j with i - window < j <= i
+  int n_head_kv = 0;  // 0: the layer keeps no cache (it reads another layer's)
+  int head_dim = 0;   // values per key head
+  int value_dim = 0;  // values per value head
+  KvType k_type = KvType::kF32;
+  KvType v_type = KvType::kF32;
 };
 
 class LayerCache {
  public:
-  LayerCache(const LayerCacheShape& shape, int capacity);
+  // capacity: rows of the ring (a full or coded layer's exact rows included);
+  // n_ctx: positions a coded layer codes at most.
+  LayerCache(const LayerCacheShape& shape, int capacity, int n_ctx);
 
   bool is_ring() const { return shape_.window > 0; }
+  // Codes old positions: a full-attention layer whose types are the codec's.
+  bool is_coded() const { return split_.exact > 0; }
+  const CodecSplit& split() const { return split_; }
   int capacity() const { return capacity_; }
   int window() const { return shape_.window; }
-  int k_width() const { return shape_.k_width; }
-  int v_width() const { return shape_.v_width; }
+  int k_width() const { return shape_.n_head_kv * shape_.head_dim; }
+  int v_width() const { return shape_.n_head_kv * shape_.value_dim; }
 
   // The keys a query at `pos` attends to: positions [first, pos].
   int FirstVisible(int pos) const { return FirstVisiblePosition(pos, shape_.window); }
-  int Slot(int pos) const { return is_ring() ? pos % capacity_ : pos; }
-  float* key(int pos) { return k_.get() + static_cast<size_t>(Slot(pos)) * shape_.k_width; }
-  float* value(int pos) { return v_.get() + static_cast<size_t>(Slot(pos)) * shape_.v_width; }
-  const float* keys() const { return k_.get(); }    // F32 [capacity, k_width]
-  const float* values() const { return v_.get(); }  // F32 [capacity, v_width]
+  int Slot(int pos) const { return pos % capacity_; }
 
-  size_t bytes() const { return static_cast<size_t>(capacity_) * (shape_.k_width + shape_.v_width) * sizeof(float); }
+  // Stores position pos's keys and values (F32 [k_width], [v_width]) in the
+  // layer's types.
+  void Write(int pos, const float* k, const float* v);
+  // Position pos's F32 rows in place, for a cache of f32 rows only (drafters
+  // write their own caches' rows straight from a matmul).
+  float* key(int pos) { return reinterpret_cast<float*>(k_.get() + size_t(Slot(pos)) * k_row_bytes_); }
+  float* value(int pos) { return reinterpret_cast<float*>(v_.get() + size_t(Slot(pos)) * v_row_bytes_); }
+
+  // A coded layer: codes every position below `end` that is not coded yet,
+  // from its exact row (which the ring must still hold). Others: nothing.
+  void CodeUpTo(int end);
+  // Positions from n on are no longer written (a trim, a clear): their
+  // coded rows are forgotten.
+  void Forget(int n) { coded_end_ = std::min(coded_end_, std::max(n, split_.sink)); }
+
+  KvView view() const;
+  // Memory: all of it; what each position of context adds (a full layer's
+  // rows, a coded layer's coded rows; 0 for a ring); the rest (a ring, a
+  // coded layer's exact rows).
+  size_t bytes() const { return fixed_bytes() + bytes_per_position() * positions_; }
+  size_t bytes_per_position() const;
+  size_t fixed_bytes() const;
 
  private:
   struct Free {
-    void operator()(float* p) const;
+    void operator()(uint8_t* p) const;
   };
+  using Buffer = std::unique_ptr<uint8_t, Free>;
+  static Buffer Allocate(size_t bytes);
+
   LayerCacheShape shape_;
   int capacity_;
-  std::unique_ptr<float, Free> k_;
-  std::unique_ptr<float, Free> v_;
+  int positions_;  // a full or coded layer's positions: the context
+  CodecSplit split_;
+  KvType k_row_type_, v_row_type_;     // of k_ / v_: the shape's, or F32 for the codec's
+  int64_t k_row_bytes_, v_row_bytes_;  // a row of k_ / v_
+  Buffer k_, v_;                       // [capacity, row bytes]
+  // A coded layer's coded rows ([n_ctx, coded row bytes], position p at row
+  // p), and the F32 rows of its sink positions.
+  int64_t coded_k_row_bytes_ = 0, coded_v_row_bytes_ = 0;
+  Buffer coded_k_, coded_v_, sink_k_, sink_v_;
+  int coded_end_ = 0;  // positions below it are coded (at least split_.sink)
 };
 
 class KvCache {
@@ -65,7 +121,8 @@ class KvCache {
   // n_ctx: positions the sequence may reach; max_pending: rows that may be
   // appended past the committed length before Commit() or Trim() (the
   // largest forward batch or verify block). Ring layers get capacity
-  // min(n_ctx, window + max_pending).
+  // min(n_ctx, window + max_pending), coded layers min(n_ctx, kCodecExact +
+  // kCodedBlock + max_pending) exact rows.
   KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending);
 
   LayerCache& layer(int il) { return layers_[il]; }
@@ -86,10 +143,11 @@ class KvCache {
   void Commit() { n_committed_ = n_past_; }
   // Drops the last n pending rows. Requires 0 <= n <= n_pending().
   void Trim(int n);
-  void Clear() { n_past_ = n_committed_ = 0; }
+  void Clear();
 
-  // Memory: bytes of all layers, and per token of context for full layers
-  // (ring layers are bounded by their capacity whatever the context length).
+  // Memory: bytes of all layers; what each position of context adds (full
+  // layers' rows, coded layers' coded rows); and the rest, whatever the
+  // context length (ring layers, coded layers' exact rows).
   size_t bytes() const;
   size_t full_bytes_per_token() const;
   size_t ring_bytes() const;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cache/kv_cache.h"
+
 namespace kakeya {
 
 // Rows of the largest verify step any command accepts (run --block, bench
@@ -13,6 +15,8 @@ namespace kakeya {
 // drafter's acceptance pays for 64; the bound keeps a context's logit rows
 // (rows x n_vocab floats) small: 39 MB at 64 rows of a 152k vocabulary.
 inline constexpr int kMaxBlock = 64;
+// The codec codes a position only once no verify block can trim it.
+static_assert(kCodecExact > kMaxBlock, "a verify block could roll back a coded position");
 
 // Rows of the largest verify step the adaptive draft length (ADR 0004)
 // chooses, and what a context reserves logit rows for when no fixed block is

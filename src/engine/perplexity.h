@@ -25,4 +25,23 @@ struct CrossEntropy {
 CrossEntropy ScoreDocuments(Context& ctx, std::span<const std::vector<TokenId>> docs, int window,
                             const std::function<void(const CrossEntropy&)>& progress = {});
 
+// How far a context's next-token distributions are from a reference
+// context's over the same windows (kakeya perplexity --kl: a cache type
+// against the exact f32 cache), by band of position in the window.
+struct Divergence {
+  int first_position = 0;  // the band's first position in a window (it ends where the next begins)
+  int64_t positions = 0;
+  double kl_nats = 0;      // sum of KL(reference || ctx) over the band's positions
+  int64_t top1_agree = 0;  // positions where the argmaxes agree
+};
+struct Comparison {
+  CrossEntropy ce, reference_ce;
+  std::vector<Divergence> bands;
+};
+// As ScoreDocuments, with `reference` (n_ctx >= window, the same model) run
+// on every window too; `band_starts` ascending from 0.
+Comparison CompareDocuments(Context& ctx, Context& reference, std::span<const std::vector<TokenId>> docs, int window,
+                            std::span<const int> band_starts,
+                            const std::function<void(const CrossEntropy&)>& progress = {});
+
 }  // namespace kakeya

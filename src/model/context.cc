@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 
 #include "base/error.h"
 #include "kernels/cpu/ops.h"
@@ -48,12 +49,24 @@ Context::Context(const Model& model, const ContextOptions& options)
          w.max_rows, ", ", w.max_logit_rows, ", ", w.n_ctx, ")");
   }
 
+  const KvType k_type = options_.cache_type_k, v_type = options_.cache_type_v;
+  if (IsCodec(k_type) != IsCodec(v_type)) {
+    Fail("cache types -ctk ", KvTypeName(k_type), " and -ctv ", KvTypeName(v_type),
+         ": the codec's types (kakeya4, kakeya3) go together, for keys and values both");
+  }
   // Layers that read another layer's keys and values keep no cache of their own.
   std::vector<LayerCacheShape> shapes;
   for (int il = 0; il < static_cast<int>(model.layers.size()); ++il) {
     const AttentionSpec& a = model.layers[il].attn;
-    const bool own = model.layers[il].writes_kv(il);
-    shapes.push_back({a.window, own ? a.k_width() : 0, own ? a.v_width() : 0});
+    if (!model.layers[il].writes_kv(il)) {
+      shapes.push_back({a.window});
+      continue;
+    }
+    for (const auto& [type, dim, flag] : {std::tuple{k_type, a.head_dim, "-ctk"}, std::tuple{v_type, a.value_dim, "-ctv"}}) {
+      const std::string unfit = KvTypeUnfit(type, dim);
+      if (!unfit.empty()) Fail("cache type ", flag, " ", KvTypeName(type), " does not fit layer ", il, "'s ", unfit);
+    }
+    shapes.push_back({a.window, a.n_head_kv, a.head_dim, a.value_dim, k_type, v_type});
   }
   cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch);
 }
@@ -88,6 +101,32 @@ void Context::TakeRunnerUpExpert(int il, int i) {
     Fail("TakeRunnerUpExpert: layer ", il, " row ", i, " is out of range");
   }
   workspace_.buffers().routing_overrides.push_back({il, i});
+}
+
+void Context::FillCacheForBenchmark(int n, uint64_t seed) {
+  if (n < 0 || n > options_.n_ctx) Fail("cannot fill ", n, " positions of a context of ", options_.n_ctx);
+  cache_->Clear();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> k, v;
+  for (int done = 0; done < n;) {
+    const int rows = std::min(n - done, cache_->max_pending());
+    for (int il = 0; il < cache_->n_layer(); ++il) {
+      LayerCache& layer = cache_->layer(il);
+      if (layer.k_width() == 0) continue;  // reads another layer's cache
+      k.resize(layer.k_width());
+      v.resize(layer.v_width());
+      for (int pos = done; pos < done + rows; ++pos) {
+        for (float& x : k) x = normal(rng);
+        for (float& x : v) x = normal(rng);
+        layer.Write(pos, k.data(), v.data());
+      }
+      layer.CodeUpTo(CodedEnd(done + rows - 1, layer.split()));
+    }
+    cache_->Append(rows);
+    cache_->Commit();
+    done += rows;
+  }
 }
 
 std::span<const float> Context::logits(int i) const {

@@ -29,6 +29,10 @@ struct ContextOptions {
   // instead of one of our own; n_threads and shared_pool are then unused.
   // Its rows, logit rows and n_ctx must cover this context's.
   Workspace* workspace = nullptr;
+  // How the cache stores keys and values (-ctk / -ctv, kernels/cpu/kv_types.h).
+  // The codec's types (kakeya4, kakeya3) go together, keys and values both.
+  KvType cache_type_k = KvType::kF32;
+  KvType cache_type_v = KvType::kF32;
 };
 
 class Context;
@@ -94,6 +98,12 @@ class Context {
   void Trim(int n) { cache_->Trim(n); }
   void Clear() { cache_->Clear(); }
   const KvCache& cache() const { return *cache_; }
+  // Benchmarks only (kakeya bench verify --context N --fill random): clears
+  // the cache and fills n committed positions of every layer with random
+  // keys and values (unit Gaussian), stored and coded as a prefill would
+  // leave them, so that attention at depth n can be timed without the
+  // prefill's cost. Their content is noise: logits after it mean nothing.
+  void FillCacheForBenchmark(int n, uint64_t seed);
 
   // Distinct (layer, expert) pairs the last Forward() ran: each touched
   // expert of each mixture is read once per forward, for all of its rows.

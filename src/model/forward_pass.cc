@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 
 namespace kakeya {
@@ -184,33 +185,34 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
   const int n_ropes = static_cast<int>(b_.ropes.size());
   const int rope_index = b_.rope_of_layer[il];
   for (const SequenceSlice& s : slices_) {
-  LayerCache& cache = s.cache->layer(a.kv_layer);
-  for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
-    float* q = q_rows + size_t(i) * q_width;
-    if (L.bq) AddInPlace(q, L.bq, q_width);
-    if (L.q_norm) {
-      for (int h = 0; h < a.n_head; ++h) kakeya::RmsNorm(q + h * a.head_dim, L.q_norm, a.head_dim, eps, q + h * a.head_dim);
-    }
-    const float* angles = b_.rope.get() + (size_t(i) * n_ropes + rope_index) * b_.rope_floats;
-    Rope(q, a.n_head, a.head_dim, a.rope.dims, angles, adjacent_pairs);
-    if (!L.writes_kv(il)) continue;
+    LayerCache& cache = s.cache->layer(a.kv_layer);
+    for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
+      float* q = q_rows + size_t(i) * q_width;
+      if (L.bq) AddInPlace(q, L.bq, q_width);
+      if (L.q_norm) {
+        for (int h = 0; h < a.n_head; ++h) kakeya::RmsNorm(q + h * a.head_dim, L.q_norm, a.head_dim, eps, q + h * a.head_dim);
+      }
+      const float* angles = b_.rope.get() + (size_t(i) * n_ropes + rope_index) * b_.rope_floats;
+      Rope(q, a.n_head, a.head_dim, a.rope.dims, angles, adjacent_pairs);
+      if (!L.writes_kv(il)) continue;
 
-    float* k = k_rows + size_t(i) * k_width;
-    float* v = v_rows + size_t(i) * v_width;
-    if (a.values_from_keys) std::memcpy(v, k, sizeof(float) * v_width);  // before the key norm
-    if (L.bk) AddInPlace(k, L.bk, k_width);
-    if (L.bv) AddInPlace(v, L.bv, v_width);
-    if (L.k_norm) {
-      for (int h = 0; h < a.n_head_kv; ++h) kakeya::RmsNorm(k + h * a.head_dim, L.k_norm, a.head_dim, eps, k + h * a.head_dim);
+      float* k = k_rows + size_t(i) * k_width;
+      float* v = v_rows + size_t(i) * v_width;
+      if (a.values_from_keys) std::memcpy(v, k, sizeof(float) * v_width);  // before the key norm
+      if (L.bk) AddInPlace(k, L.bk, k_width);
+      if (L.bv) AddInPlace(v, L.bv, v_width);
+      if (L.k_norm) {
+        for (int h = 0; h < a.n_head_kv; ++h) kakeya::RmsNorm(k + h * a.head_dim, L.k_norm, a.head_dim, eps, k + h * a.head_dim);
+      }
+      if (a.norm_values) {
+        for (int h = 0; h < a.n_head_kv; ++h) kakeya::RmsNorm(v + h * a.value_dim, nullptr, a.value_dim, eps, v + h * a.value_dim);
+      }
+      Rope(k, a.n_head_kv, a.head_dim, a.rope.dims, angles, adjacent_pairs);
+      const int pos = s.first_pos + (i - s.first_row);
+      cache.Write(pos, k, v);
     }
-    if (a.norm_values) {
-      for (int h = 0; h < a.n_head_kv; ++h) kakeya::RmsNorm(v + h * a.value_dim, nullptr, a.value_dim, eps, v + h * a.value_dim);
-    }
-    Rope(k, a.n_head_kv, a.head_dim, a.rope.dims, angles, adjacent_pairs);
-    const int pos = s.first_pos + (i - s.first_row);
-    std::memcpy(cache.key(pos), k, sizeof(float) * k_width);
-    std::memcpy(cache.value(pos), v, sizeof(float) * v_width);
-  }
+    // A coded cache codes the positions these rows read coded (ADR 0013).
+    if (L.writes_kv(il)) cache.CodeUpTo(CodedEnd(s.first_pos + s.n_rows - 1, cache.split()));
   }
 
   // Tasks of (a slice's rows, KV head): about two per thread, each row's
@@ -230,7 +232,7 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
     }
     const SequenceSlice& s = slices_[si];
     const LayerCache& cache = s.cache->layer(a.kv_layer);
-    const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
+    const KvView kv = cache.view();
     const int r0 = static_cast<int>(task / a.n_head_kv) * rows_per_task;  // within the slice
     const int row = s.first_row + r0;
     const AttentionRows rows{std::min(rows_per_task, s.n_rows - r0), s.first_pos + r0, cache.window(),

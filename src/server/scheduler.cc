@@ -52,6 +52,8 @@ Scheduler::Scheduler(const Model& model, const SchedulerOptions& options, const 
   copts.max_batch = options_.max_step_rows;
   copts.max_logit_rows = options_.max_block;
   copts.workspace = workspace_.get();
+  copts.cache_type_k = options_.cache_type_k;
+  copts.cache_type_v = options_.cache_type_v;
   SpecOptions spec;
   spec.max_block = options_.max_block;
   for (int i = 0; i < options_.slots; ++i) {

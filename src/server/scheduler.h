@@ -41,6 +41,8 @@ struct SchedulerOptions {
   int max_queue = 64;       // requests waiting for a slot; more are refused
   int max_step_rows = 512;  // rows of one forward, all slots together (prefill is chunked to fit)
   int max_block = kAdaptiveMaxBlock;  // rows of one slot's verify block (1 + drafts), at most kMaxBlock
+  KvType cache_type_k = KvType::kF32;  // how every slot's cache stores keys and values (ContextOptions)
+  KvType cache_type_v = KvType::kF32;
 };
 
 // Builds one slot's drafter on the slot's target context (null: plain

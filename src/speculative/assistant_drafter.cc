@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "model/model_loader.h"
 #include "sampling/sampler.h"
@@ -263,7 +264,7 @@ void AssistantDrafter::Attend(const AttentionSpec& a, int pos0) {
   // window one shorter.
   const AttentionRows rows{1,           pos0 - 1,     a.window > 0 ? a.window - 1 : 0, q_.get(), a.q_width(),
                            attn_.get(), a.out_width()};
-  const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
+  const KvView kv = cache.view();
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   pool_.Run(a.n_head_kv, [&](int64_t head, int thread) {
     AttendKvHead(shape, static_cast<int>(head), rows, kv, scores_.get() + size_t(thread) * attention_floats_);

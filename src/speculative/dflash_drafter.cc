@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "kernels/cpu/dequant.h"
+#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "model/context.h"
 #include "model/model_loader.h"
@@ -222,7 +223,7 @@ void DFlashDrafter::AllocateBuffers(int n_ctx) {
 
   const int capacity = n_ctx + block_size_;
   for (size_t il = 0; il < layers_.size(); ++il)
-    cache_.emplace_back(LayerCacheShape{0, a.k_width(), a.v_width()}, capacity);
+    cache_.emplace_back(LayerCacheShape{0, a.n_head_kv, a.head_dim, a.value_dim}, capacity, capacity);
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   attention_floats_ = AttendScratchFloats(shape, a.max_rows_per_task(), capacity);
   scores_ = Buffer<float>(size_t(pool_.size()) * attention_floats_);
@@ -376,7 +377,7 @@ void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, 
   // values once for all its rows (a task per row read them once per row,
   // the whole context's for every row of the block).
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
-  const KvView kv{cache.keys(), cache.k_width(), cache.values(), cache.v_width(), cache.capacity()};
+  const KvView kv = cache.view();
   const int per_task = a.rows_per_task(rows, pool_.size());
   const int chunks = (rows + per_task - 1) / per_task;
   pool_.Run(int64_t(chunks) * a.n_head_kv, [&](int64_t task, int thread) {

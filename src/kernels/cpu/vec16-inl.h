@@ -1,0 +1,137 @@
+// 16-float vectors (GCC/Clang vector extensions) and the helpers the row
+// kernels share (ops.cc, attention.cc), and KAKEYA_PER_ISA, which compiles a
+// kernel body once per vector ISA. Internal to src/kernels/cpu: include it
+// from a .cc file only, after the standard headers.
+#pragma once
+
+// The vector types below are passed only between always_inline functions, so
+// the ABI note GCC gives for each one (-Wpsabi) never applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/matmul.h"
+
+namespace kakeya {
+namespace {
+
+// 16 floats as one value: GCC/Clang vector extensions, lowered to whatever
+// width the function is compiled for (one zmm, two ymm, four xmm) with the
+// same element-wise arithmetic, so the sums below keep one order everywhere.
+typedef float Float16x __attribute__((vector_size(64)));
+constexpr int kLanes = 16;
+
+inline __attribute__((always_inline)) Float16x Load16(const float* p) {
+  Float16x v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+typedef float Float8x __attribute__((vector_size(32)));
+typedef float Float4x __attribute__((vector_size(16)));
+typedef float Float2x __attribute__((vector_size(8)));
+typedef double Double8x __attribute__((vector_size(64)));
+typedef double Double4x __attribute__((vector_size(32)));
+typedef double Double2x __attribute__((vector_size(16)));
+typedef uint32_t UInt16x __attribute__((vector_size(64)));
+
+// Adds the upper half of a vector onto its lower half: lane l += lane l + width/2.
+template <typename Half, typename Whole>
+inline __attribute__((always_inline)) Half FoldHalves(const Whole& v) {
+  Half lo, hi;
+  std::memcpy(&lo, &v, sizeof lo);
+  std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  return lo + hi;
+}
+
+// The lanes of v added in a fixed tree: lane l += lane l + 8, then + 4, + 2, + 1.
+inline __attribute__((always_inline)) float SumLanes(const Float16x& v) {
+  const Float2x pair = FoldHalves<Float2x>(FoldHalves<Float4x>(FoldHalves<Float8x>(v)));
+  return pair[0] + pair[1];
+}
+
+// Lane j = SumLanes(v[j]) for 16 vectors at once: each level of SumLanes'
+// tree (halves of 8, 4, 2, then 1 lane) done for several vectors per add by
+// gathering their lower and upper halves into two vectors. The same pairs are
+// added in the same order, so every lane has SumLanes' bits; summing one
+// vector at a time went through memory (a 64-byte store read back as scalars,
+// which stalls store forwarding) and was half the time of attention.
+inline __attribute__((always_inline)) Float16x SumLanes16(const Float16x (&v)[kLanes]) {
+  Float16x eights[8], fours[4], twos[2];
+  for (int m = 0; m < 8; ++m) {  // keys 2m, 2m+1: 8 lanes each
+    eights[m] = __builtin_shufflevector(v[2 * m], v[2 * m + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+                __builtin_shufflevector(v[2 * m], v[2 * m + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+  }
+  for (int m = 0; m < 4; ++m) {  // keys 4m .. 4m+3: 4 lanes each
+    fours[m] = __builtin_shufflevector(eights[2 * m], eights[2 * m + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+               __builtin_shufflevector(eights[2 * m], eights[2 * m + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+  }
+  for (int m = 0; m < 2; ++m) {  // keys 8m .. 8m+7: 2 lanes each
+    twos[m] = __builtin_shufflevector(fours[2 * m], fours[2 * m + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+              __builtin_shufflevector(fours[2 * m], fours[2 * m + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  }
+  return __builtin_shufflevector(twos[0], twos[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(twos[0], twos[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// e^x for x <= 0 (softmax terms) in 16 lanes: Cephes' expf (x = n ln2 + r,
+// degree-5 polynomial for e^r, 2^n through the exponent bits), within a few
+// ulp of std::exp. Below -87 it returns ~1e-38 instead of denormals or 0,
+// which no softmax sum (>= 1: the maximum's term is e^0) can see.
+inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) {
+  typedef int32_t Int16x __attribute__((vector_size(64)));
+  const Float16x zero = {};
+  x = x < zero - 87.0f ? zero - 87.0f : x;
+  const Float16x magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const Float16x t = x * 1.44269504088896341f + magic;
+  const Float16x n = t - magic;
+  Float16x r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  Float16x p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  Int16x t_bits, magic_bits;
+  std::memcpy(&t_bits, &t, sizeof t);
+  std::memcpy(&magic_bits, &magic, sizeof magic);
+  const Int16x exponent = (t_bits - magic_bits + 127) << 23;  // the bits of 2^n
+  Float16x scale;
+  std::memcpy(&scale, &exponent, sizeof scale);
+  return p * scale;
+}
+
+}  // namespace
+}  // namespace kakeya
+
+// A kernel's Body (RmsNorm, AttendKvHead, GeluMul, SiluMul) is compiled for AVX-512, AVX2 and the
+// baseline (the vector types above lower to each width with the same
+// arithmetic) and run in the build that the active CPU target names
+// (ActiveVectorIsa, matmul.h), so KAKEYA_CPU_TARGET and the tests that force
+// each target reach them as they reach MatMul. Measured on Zen 5 (1.25B
+// Q4_K_M, 8 rows, context 64): attention alone was 11% of the step in the
+// baseline (SSE2) build. GCC's target_clones chose by CPU at load instead,
+// which no test could override and which ThreadSanitizer builds crash on.
+// GCC contracts a * b + c into FMA where the ISA has it (C++ defaults to
+// -ffp-contract=fast), so attention's bits differ between the FMA builds and
+// the baseline; RmsNorm (exact squares) and GeluMul (a table) do not.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define KAKEYA_PER_ISA(name, params, args)                                         \
+  static __attribute__((target("avx512f"))) void name##Avx512 params { name##Body args; } \
+  static __attribute__((target("avx2,fma"))) void name##Avx2 params { name##Body args; } \
+  void name params {                                                               \
+    switch (ActiveVectorIsa()) {                                                   \
+      case VectorIsa::kAvx512: return name##Avx512 args;                           \
+      case VectorIsa::kAvx2: return name##Avx2 args;                               \
+      case VectorIsa::kBaseline: break;                                            \
+    }                                                                              \
+    name##Body args;                                                               \
+  }
+#else
+#define KAKEYA_PER_ISA(name, params, args) \
+  void name params { name##Body args; }
+#endif
+
