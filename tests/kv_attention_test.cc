@@ -219,12 +219,12 @@ TEST(KvAttention, CodedCacheUnderAppendTrimCommit) {
     ASSERT_GE(kv.coded_through, CodedEnd(pos, kv.split));
     for (int j = kv.split.sink; j < CodedEnd(pos, kv.split); j += 37) {
       std::vector<float> k(32);
-      DecodeKvHead(KvType::kKakeya4, kv.coded_k + j * kv.coded_k_row_bytes, 32, k.data());
+      DecodeKvHead(KvType::kKakeya4, kv.coded_k.at(j, 0), 32, k.data());
       CodecUnrotate(k.data(), 32);
       ASSERT_NEAR(k[0], latest[j], 0.2f * latest[j]) << "position " << j;
     }
     for (int j = CodedEnd(pos, kv.split); j <= pos; ++j) {
-      ASSERT_EQ(reinterpret_cast<const float*>(kv.k + j % kv.capacity * kv.k_row_bytes)[0], latest[j]);
+      ASSERT_EQ(reinterpret_cast<const float*>(kv.k.at(j % kv.capacity, 0))[0], latest[j]);
     }
   }
   EXPECT_EQ(cache.full_bytes_per_token(), size_t{(32 / 2 + 2) + (32 * 3 / 8 + 2)});

@@ -53,9 +53,8 @@ TEST(KvCacheProperty, RandomAppendTrimCommitKeepsEveryVisibleRow) {
           for (int i = 0; i < n; ++i) {
             const int pos = cache.n_past() + i;
             generation += 1;
-            layer.key(pos)[0] = static_cast<float>(pos);
-            layer.key(pos)[1] = generation;
-            layer.value(pos)[0] = generation;
+            const float k[2] = {static_cast<float>(pos), generation}, v[1] = {generation};
+            layer.Write(pos, k, v);
             shadow[pos] = generation;
           }
           const int committed_before = cache.n_committed();
@@ -73,9 +72,11 @@ TEST(KvCacheProperty, RandomAppendTrimCommitKeepsEveryVisibleRow) {
         if (cache.n_past() == 0) continue;
         const int last = cache.n_past() - 1;
         for (int pos = layer.FirstVisible(last); pos <= last; ++pos) {
-          ASSERT_EQ(layer.key(pos)[0], static_cast<float>(pos)) << "position " << pos << " was overwritten";
-          ASSERT_EQ(layer.key(pos)[1], shadow[pos]);
-          ASSERT_EQ(layer.value(pos)[0], shadow[pos]);
+          const KvView kv = layer.view();
+          const float* k = reinterpret_cast<const float*>(kv.k.at(layer.Slot(pos), 0));
+          ASSERT_EQ(k[0], static_cast<float>(pos)) << "position " << pos << " was overwritten";
+          ASSERT_EQ(k[1], shadow[pos]);
+          ASSERT_EQ(reinterpret_cast<const float*>(kv.v.at(layer.Slot(pos), 0))[0], shadow[pos]);
         }
       }
     }

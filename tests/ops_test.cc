@@ -103,7 +103,7 @@ void Attend(const Case& c, const AttentionShape& s, int window, int first_row_po
   const int last = first_row_pos + r0 + n_rows - 1;
   const int max_keys = window > 0 ? std::min(window, last + 1) : last + 1;
   std::vector<float> scratch(AttendScratchFloats(s, n_rows, max_keys));
-  const KvView kv = F32KvView(k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.capacity);
+  const KvView kv = F32KvView(k.data(), c.n_head_kv * c.head_dim, c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.value_dim, c.capacity);
   for (int g = 0; g < c.n_head_kv; ++g) {
     const AttentionRows rows{
         n_rows, first_row_pos + r0, window, q.data() + size_t(r0) * q_width, q_width, out.data() + size_t(r0) * o_width,
@@ -182,7 +182,7 @@ TEST(AttendKvHeadTest, RowsThatSeeTheWholeBlockMatchEachRowAloneAndFloat64) {
         for (float& x : q) x = normal(rng);
         for (float& x : k) x = normal(rng);
         for (float& x : v) x = normal(rng);
-        const KvView kv = F32KvView(k.data(), c.n_head_kv * c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.capacity);
+        const KvView kv = F32KvView(k.data(), c.n_head_kv * c.head_dim, c.head_dim, v.data(), c.n_head_kv * c.value_dim, c.value_dim, c.capacity);
         std::vector<float> together(size_t(n_rows) * o_width, NAN), alone(together.size(), NAN);
         std::vector<float> scratch(AttendScratchFloats(s, n_rows, block_end + 1));
         for (int g = 0; g < c.n_head_kv; ++g) {

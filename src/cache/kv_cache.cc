@@ -18,83 +18,77 @@ LayerCache::Buffer LayerCache::Allocate(size_t bytes) {
   return Buffer(p);
 }
 
+LayerCache::Plane LayerCache::MakePlane(KvType type, int dim, int slots) const {
+  Plane p{type, KvHeadBytes(type, dim), slots, nullptr};
+  p.data = Allocate(size_t(shape_.n_head_kv) * slots * p.head_bytes);
+  return p;
+}
+
 LayerCache::LayerCache(const LayerCacheShape& shape, int capacity, int n_ctx)
     : shape_(shape), capacity_(capacity), positions_(shape.window > 0 ? 0 : n_ctx) {
-  const int n_head = shape.n_head_kv;
-  const bool coded = shape.window == 0 && IsCodec(shape.k_type) && IsCodec(shape.v_type) && n_head > 0;
+  const bool coded = shape.window == 0 && IsCodec(shape.k_type) && IsCodec(shape.v_type) && shape.n_head_kv > 0;
   // A coded layer keeps its exact rows in F32; a ring layer with the codec's
   // types too (the window bounds it: coding it would not save its bytes).
-  k_row_type_ = IsCodec(shape.k_type) ? KvType::kF32 : shape.k_type;
-  v_row_type_ = IsCodec(shape.v_type) ? KvType::kF32 : shape.v_type;
-  k_row_bytes_ = n_head * KvHeadBytes(k_row_type_, shape.head_dim);
-  v_row_bytes_ = n_head * KvHeadBytes(v_row_type_, shape.value_dim);
-  k_ = Allocate(size_t(capacity) * k_row_bytes_);
-  v_ = Allocate(size_t(capacity) * v_row_bytes_);
+  k_ = MakePlane(IsCodec(shape.k_type) ? KvType::kF32 : shape.k_type, shape.head_dim, capacity);
+  v_ = MakePlane(IsCodec(shape.v_type) ? KvType::kF32 : shape.v_type, shape.value_dim, capacity);
   if (!coded) return;
   split_ = {kCodecSink, kCodecExact};
   coded_end_ = split_.sink;
-  coded_k_row_bytes_ = n_head * KvHeadBytes(shape.k_type, shape.head_dim);
-  coded_v_row_bytes_ = n_head * KvHeadBytes(shape.v_type, shape.value_dim);
-  coded_k_ = Allocate(size_t(n_ctx) * coded_k_row_bytes_);
-  coded_v_ = Allocate(size_t(n_ctx) * coded_v_row_bytes_);
-  sink_k_ = Allocate(size_t(split_.sink) * k_row_bytes_);
-  sink_v_ = Allocate(size_t(split_.sink) * v_row_bytes_);
+  coded_k_ = MakePlane(shape.k_type, shape.head_dim, n_ctx);
+  coded_v_ = MakePlane(shape.v_type, shape.value_dim, n_ctx);
+  sink_k_ = MakePlane(KvType::kF32, shape.head_dim, split_.sink);
+  sink_v_ = MakePlane(KvType::kF32, shape.value_dim, split_.sink);
 }
 
 void LayerCache::Write(int pos, const float* k, const float* v) {
-  uint8_t* k_row = k_.get() + size_t(Slot(pos)) * k_row_bytes_;
-  uint8_t* v_row = v_.get() + size_t(Slot(pos)) * v_row_bytes_;
-  const int64_t k_head = k_row_bytes_ / shape_.n_head_kv, v_head = v_row_bytes_ / shape_.n_head_kv;
   for (int h = 0; h < shape_.n_head_kv; ++h) {
-    EncodeKvHead(k_row_type_, k + size_t(h) * shape_.head_dim, shape_.head_dim, k_row + h * k_head);
-    EncodeKvHead(v_row_type_, v + size_t(h) * shape_.value_dim, shape_.value_dim, v_row + h * v_head);
-  }
-  if (is_coded() && pos < split_.sink) {
-    std::memcpy(sink_k_.get() + size_t(pos) * k_row_bytes_, k_row, k_row_bytes_);
-    std::memcpy(sink_v_.get() + size_t(pos) * v_row_bytes_, v_row, v_row_bytes_);
+    const float* kh = k + size_t(h) * shape_.head_dim;
+    const float* vh = v + size_t(h) * shape_.value_dim;
+    EncodeKvHead(k_.type, kh, shape_.head_dim, k_.at(Slot(pos), h));
+    EncodeKvHead(v_.type, vh, shape_.value_dim, v_.at(Slot(pos), h));
+    if (is_coded() && pos < split_.sink) {
+      std::memcpy(sink_k_.at(pos, h), kh, sizeof(float) * shape_.head_dim);
+      std::memcpy(sink_v_.at(pos, h), vh, sizeof(float) * shape_.value_dim);
+    }
   }
 }
 
 void LayerCache::CodeUpTo(int end) {
   if (!is_coded()) return;
-  const int64_t k_head = coded_k_row_bytes_ / shape_.n_head_kv, v_head = coded_v_row_bytes_ / shape_.n_head_kv;
   for (; coded_end_ < end; ++coded_end_) {
     const int pos = coded_end_;
-    const float* k = key(pos);
-    const float* v = value(pos);
-    uint8_t* ck = coded_k_.get() + size_t(pos) * coded_k_row_bytes_;
-    uint8_t* cv = coded_v_.get() + size_t(pos) * coded_v_row_bytes_;
     for (int h = 0; h < shape_.n_head_kv; ++h) {
-      EncodeKvHead(shape_.k_type, k + size_t(h) * shape_.head_dim, shape_.head_dim, ck + h * k_head);
-      EncodeKvHead(shape_.v_type, v + size_t(h) * shape_.value_dim, shape_.value_dim, cv + h * v_head);
+      EncodeKvHead(coded_k_.type, reinterpret_cast<const float*>(k_.at(Slot(pos), h)), shape_.head_dim,
+                   coded_k_.at(pos, h));
+      EncodeKvHead(coded_v_.type, reinterpret_cast<const float*>(v_.at(Slot(pos), h)), shape_.value_dim,
+                   coded_v_.at(pos, h));
     }
   }
 }
 
 KvView LayerCache::view() const {
-  KvView kv{k_.get(), k_row_bytes_, k_row_type_, v_.get(), v_row_bytes_, v_row_type_, capacity_};
+  KvView kv{k_.rows(), v_.rows(), capacity_};
   if (!is_coded()) return kv;
   kv.split = split_;
   kv.coded_through = coded_end_;
-  kv.coded_k = coded_k_.get();
-  kv.coded_k_row_bytes = coded_k_row_bytes_;
-  kv.coded_k_type = shape_.k_type;
-  kv.coded_v = coded_v_.get();
-  kv.coded_v_row_bytes = coded_v_row_bytes_;
-  kv.coded_v_type = shape_.v_type;
-  kv.sink_k = reinterpret_cast<const float*>(sink_k_.get());
-  kv.sink_v = reinterpret_cast<const float*>(sink_v_.get());
+  kv.coded_k = coded_k_.rows();
+  kv.coded_v = coded_v_.rows();
+  kv.sink_k = sink_k_.rows();
+  kv.sink_v = sink_v_.rows();
   return kv;
 }
 
 size_t LayerCache::bytes_per_position() const {
   if (is_ring()) return 0;
-  return is_coded() ? coded_k_row_bytes_ + coded_v_row_bytes_ : k_row_bytes_ + v_row_bytes_;
+  const Plane& k = is_coded() ? coded_k_ : k_;
+  const Plane& v = is_coded() ? coded_v_ : v_;
+  return size_t(shape_.n_head_kv) * (k.head_bytes + v.head_bytes);
 }
 
 size_t LayerCache::fixed_bytes() const {
-  if (is_coded()) return size_t(capacity_ + split_.sink) * (k_row_bytes_ + v_row_bytes_);
-  return is_ring() ? size_t(capacity_) * (k_row_bytes_ + v_row_bytes_) : 0;
+  const size_t row = size_t(shape_.n_head_kv) * (k_.head_bytes + v_.head_bytes);
+  if (is_coded()) return size_t(capacity_ + split_.sink) * row;
+  return is_ring() ? size_t(capacity_) * row : 0;
 }
 
 KvCache::KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending)

@@ -72,13 +72,9 @@ class LayerCache {
   int FirstVisible(int pos) const { return FirstVisiblePosition(pos, shape_.window); }
   int Slot(int pos) const { return pos % capacity_; }
 
-  // Stores position pos's keys and values (F32 [k_width], [v_width]) in the
-  // layer's types.
+  // Stores position pos's keys and values (F32 [n_head_kv, head_dim] and
+  // [n_head_kv, value_dim]) in the layer's types.
   void Write(int pos, const float* k, const float* v);
-  // Position pos's F32 rows in place, for a cache of f32 rows only (drafters
-  // write their own caches' rows straight from a matmul).
-  float* key(int pos) { return reinterpret_cast<float*>(k_.get() + size_t(Slot(pos)) * k_row_bytes_); }
-  float* value(int pos) { return reinterpret_cast<float*>(v_.get() + size_t(Slot(pos)) * v_row_bytes_); }
 
   // A coded layer: codes every position below `end` that is not coded yet,
   // from its exact row (which the ring must still hold). Others: nothing.
@@ -102,17 +98,27 @@ class LayerCache {
   using Buffer = std::unique_ptr<uint8_t, Free>;
   static Buffer Allocate(size_t bytes);
 
+  // Head-major planes: each KV head's vectors of consecutive slots lie
+  // together, so that attention, which works one KV head at a time, streams
+  // them in order (with a position's heads together a head's vectors were
+  // 2 KiB apart, and decoding 32k positions waited on the memory).
+  struct Plane {
+    KvType type = KvType::kF32;
+    int64_t head_bytes = 0;  // one head vector
+    int slots = 0;
+    Buffer data;             // [n_head_kv, slots, head_bytes]
+    uint8_t* at(int slot, int head) const { return data.get() + (size_t(head) * slots + slot) * head_bytes; }
+    KvRows rows() const { return {data.get(), head_bytes, slots * head_bytes, type}; }
+  };
+  Plane MakePlane(KvType type, int dim, int slots) const;
+
   LayerCacheShape shape_;
   int capacity_;
   int positions_;  // a full or coded layer's positions: the context
   CodecSplit split_;
-  KvType k_row_type_, v_row_type_;     // of k_ / v_: the shape's, or F32 for the codec's
-  int64_t k_row_bytes_, v_row_bytes_;  // a row of k_ / v_
-  Buffer k_, v_;                       // [capacity, row bytes]
-  // A coded layer's coded rows ([n_ctx, coded row bytes], position p at row
-  // p), and the F32 rows of its sink positions.
-  int64_t coded_k_row_bytes_ = 0, coded_v_row_bytes_ = 0;
-  Buffer coded_k_, coded_v_, sink_k_, sink_v_;
+  Plane k_, v_;  // position p at slot p % capacity (the exact rows, F32, of a coded layer)
+  // A coded layer's coded rows (slot p) and the F32 rows of its sink positions.
+  Plane coded_k_, coded_v_, sink_k_, sink_v_;
   int coded_end_ = 0;  // positions below it are coded (at least split_.sink)
 };
 

@@ -222,8 +222,10 @@ void DFlashDrafter::AllocateBuffers(int n_ctx) {
   up_ = Buffer<float>(B * n_ff);
 
   const int capacity = n_ctx + block_size_;
-  for (size_t il = 0; il < layers_.size(); ++il)
-    cache_.emplace_back(LayerCacheShape{0, a.n_head_kv, a.head_dim, a.value_dim}, capacity, capacity);
+  capacity_ = capacity;
+  for (size_t il = 0; il < layers_.size(); ++il) {
+    cache_.push_back({Buffer<float>(size_t(capacity) * a.k_width()), Buffer<float>(size_t(capacity) * a.v_width())});
+  }
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   attention_floats_ = AttendScratchFloats(shape, a.max_rows_per_task(), capacity);
   scores_ = Buffer<float>(size_t(pool_.size()) * attention_floats_);
@@ -248,7 +250,7 @@ void DFlashDrafter::Observe(const Context& target, int n_rows) {
                                     [&](int l) { return std::find(tapped.begin(), tapped.end(), l) != tapped.end(); });
   // Rows after a gap this drafter never saw, or without its taps, cannot be
   // injected: drafting stops (Draft proposes nothing) until the next Begin().
-  if (first < 0 || first > n_context_ || end + block_size_ > cache_[0].capacity() || !has_taps) {
+  if (first < 0 || first > n_context_ || end + block_size_ > capacity_ || !has_taps) {
     n_context_ = std::min(n_context_, std::max(first, 0));
     return;
   }
@@ -287,12 +289,13 @@ void DFlashDrafter::InjectContext(const Context& target, int row0, int pos0, int
   PrepareAngles(pos0, n);
   for (size_t il = 0; il < layers_.size(); ++il) {
     const Layer& L = layers_[il];
-    LayerCache& cache = cache_[il];
+    ContextRows& cache = cache_[il];
+    float* const k = cache.k.get() + size_t(pos0) * L.attn.k_width();
     if (L.wv.data != nullptr) {
-      const MatMulOutput kv[] = {{&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
+      const MatMulOutput kv[] = {{&L.wk, k}, {&L.wv, cache.v.get() + size_t(pos0) * L.attn.v_width()}};
       MatMulSharedInput(kv, g, n, matmul_.get(), pool_);
     } else {
-      MatMul(L.wk, g, n, cache.key(pos0), matmul_.get(), pool_);
+      MatMul(L.wk, g, n, k, matmul_.get(), pool_);
     }
     StoreKeysValues(L, cache, pos0, n);
   }
@@ -306,11 +309,11 @@ void DFlashDrafter::PrepareAngles(int pos0, int n) {
 
 // The projections were written straight into the cache's rows (a full cache
 // keeps positions in order); they are finished there.
-void DFlashDrafter::StoreKeysValues(const Layer& L, LayerCache& cache, int pos0, int n) {
+void DFlashDrafter::StoreKeysValues(const Layer& L, ContextRows& cache, int pos0, int n) {
   const AttentionSpec& a = L.attn;
   for (int i = 0; i < n; ++i) {
-    float* k = cache.key(pos0 + i);
-    float* v = cache.value(pos0 + i);
+    float* k = cache.k.get() + size_t(pos0 + i) * a.k_width();
+    float* v = cache.v.get() + size_t(pos0 + i) * a.v_width();
     if (a.values_from_keys) {
       std::memcpy(v, k, sizeof(float) * a.v_width());  // before the key norm
       for (int h = 0; h < a.n_head_kv; ++h)
@@ -355,14 +358,16 @@ void DFlashDrafter::RmsNormRows(const float* in, const float* weight, int n, flo
 
 // normed_ -> branch_. The block's K/V go after the context, where the next
 // Observe overwrites them.
-void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, int rows) {
+void DFlashDrafter::BlockAttention(const Layer& L, ContextRows& cache, int pos0, int rows) {
   const AttentionSpec& a = L.attn;
   float* const q = q_.get();
+  float* const k = cache.k.get() + size_t(pos0) * a.k_width();
+  float* const v = cache.v.get() + size_t(pos0) * a.v_width();
   if (L.wv.data != nullptr) {
-    const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
+    const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
     MatMulSharedInput(qkv, normed_.get(), rows, matmul_.get(), pool_);
   } else {
-    const MatMulOutput qk[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}};
+    const MatMulOutput qk[] = {{&L.wq, q}, {&L.wk, k}};
     MatMulSharedInput(qk, normed_.get(), rows, matmul_.get(), pool_);
   }
   for (int r = 0; r < rows; ++r) {
@@ -377,7 +382,7 @@ void DFlashDrafter::BlockAttention(const Layer& L, LayerCache& cache, int pos0, 
   // values once for all its rows (a task per row read them once per row,
   // the whole context's for every row of the block).
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
-  const KvView kv = cache.view();
+  const KvView kv = F32KvView(cache.k.get(), a.k_width(), a.head_dim, cache.v.get(), a.v_width(), a.value_dim, capacity_);
   const int per_task = a.rows_per_task(rows, pool_.size());
   const int chunks = (rows + per_task - 1) / per_task;
   pool_.Run(int64_t(chunks) * a.n_head_kv, [&](int64_t task, int thread) {

@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "base/thread_pool.h"
-#include "cache/kv_cache.h"
 #include "gguf/gguf.h"
 #include "model/forward_pass.h"
 #include "model/layer.h"
@@ -62,6 +61,12 @@ class DFlashDrafter final : public Drafter {
   std::span<const float> logits(int i) const;
 
  private:
+  // One layer's context keys and values: plain F32 rows, every head of a
+  // position together, so that the projections are written straight into them.
+  struct ContextRows {
+    Buffer<float> k;  // F32 [capacity, k_width]
+    Buffer<float> v;  // F32 [capacity, v_width]
+  };
   void Load(const std::string& path);
   void AllocateBuffers(int n_ctx);
   // Context injection of n rows of the target's last forward, from row
@@ -71,12 +76,12 @@ class DFlashDrafter final : public Drafter {
   void PrepareAngles(int pos0, int n);
   // Finishes the keys and values the projections wrote at positions pos0 ..
   // pos0 + n - 1 of the layer's cache: values from keys, key norm, RoPE.
-  void StoreKeysValues(const Layer& L, LayerCache& cache, int pos0, int n);
+  void StoreKeysValues(const Layer& L, ContextRows& cache, int pos0, int n);
   // The block forward on its first n_out + 1 rows: rows 1 .. n_out get
   // logits. Its parts take the row count.
   void RunBlock(TokenId id_last, int pos0, int n_out);
   void RmsNormRows(const float* in, const float* weight, int n, float* out) const;
-  void BlockAttention(const Layer& L, LayerCache& cache, int pos0, int rows);
+  void BlockAttention(const Layer& L, ContextRows& cache, int pos0, int rows);
   void BlockFfn(const Layer& L, int rows);
 
   const Model& target_;
@@ -101,9 +106,11 @@ class DFlashDrafter final : public Drafter {
   WeightMatrix head_;                   // [n_embd, n_vocab], own or the target's
   Buffer<uint8_t> packed_;              // the drafter's matrices in their MatMul layout
 
-  // State: positions [0, n_context_) of every layer's cache hold the injected
-  // context; capacity n_ctx + block_size, so a block fits after any context.
-  std::vector<LayerCache> cache_;
+  // State: positions [0, n_context_) of every layer's keys and values hold
+  // the injected context; capacity n_ctx + block_size, so a block fits after
+  // any context.
+  std::vector<ContextRows> cache_;
+  int capacity_ = 0;
   int n_context_ = 0;
 
   // Scratch, sized once: max_rows_ rows for what Observe uses too (it

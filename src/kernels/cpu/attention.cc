@@ -18,24 +18,32 @@ namespace {
 // SumLanes, times the scale. The 16 keys' sums are independent chains, which
 // the loop over keys inside the loop over elements keeps in flight together
 // (one key at a time waited on each multiply-add's latency).
-inline __attribute__((always_inline)) Float16x ScoreBlock(const float* qh, const float* const (&kj)[kLanes],
-                                                          int head_dim, float scale) {
-  Float16x part[kLanes] = {};
-  int d = 0;
-  for (; d + kLanes <= head_dim; d += kLanes) {
-    const Float16x qd = Load16(qh + d);
-#pragma GCC unroll 16
-    for (int j = 0; j < kLanes; ++j) part[j] += qd * Load16(kj[j] + d);
-  }
-  // head_dim not a multiple of 16: element d goes to lane l as a select, so
-  // that part[] is only ever indexed by constants and stays in registers.
-  typedef int32_t Int16x __attribute__((vector_size(64)));
-  const Int16x lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  for (int l = 0; d < head_dim; ++d, ++l) {
-    const Float16x qd = Float16x{} + qh[d];
-    for (int j = 0; j < kLanes; ++j) {
-      const Float16x sum = part[j] + qd * (Float16x{} + kj[j][d]);
-      part[j] = lanes == l ? sum : part[j];
+template <typename V>
+inline __attribute__((always_inline)) V ScoreBlock(const float* qh, const float* const (&kj)[kLanes], int head_dim,
+                                                   float scale) {
+  // Four keys' chains at a time: all sixteen at once did not fit AVX2's
+  // registers. Each key's sum is the same either way.
+  constexpr int kKeysAtOnce = 4;
+  V part[kLanes];
+  for (int j0 = 0; j0 < kLanes; j0 += kKeysAtOnce) {
+    V acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {};
+    int d = 0;
+    for (; d + kLanes <= head_dim; d += kLanes) {
+      const V qd = LoadLanes<V>(qh + d);
+      acc0 += qd * LoadLanes<V>(kj[j0] + d);
+      acc1 += qd * LoadLanes<V>(kj[j0 + 1] + d);
+      acc2 += qd * LoadLanes<V>(kj[j0 + 2] + d);
+      acc3 += qd * LoadLanes<V>(kj[j0 + 3] + d);
+    }
+    part[j0] = acc0, part[j0 + 1] = acc1, part[j0 + 2] = acc2, part[j0 + 3] = acc3;
+    // head_dim not a multiple of 16: element d goes into lane l of each sum.
+    for (int l = 0; d < head_dim; ++d, ++l) {
+      for (int j = j0; j < j0 + kKeysAtOnce; ++j) {
+        float lanes[kLanes];
+        std::memcpy(lanes, &part[j], sizeof lanes);
+        lanes[l] += qh[d] * kj[j][d];
+        std::memcpy(&part[j], lanes, sizeof lanes);
+      }
     }
   }
   return SumLanes16(part) * scale;
@@ -43,15 +51,15 @@ inline __attribute__((always_inline)) Float16x ScoreBlock(const float* qh, const
 
 // scores[j] = e^(scores[j] - max) / sum, 16 keys at a time; the last partial
 // vector is padded with the maximum's own score and its padding lanes cleared.
+template <typename V>
 inline __attribute__((always_inline)) void Softmax(float* scores, int n_keys, float max_score) {
-  Float16x sums = {};
+  V sums = {};
   for (int j = 0; j < n_keys; j += kLanes) {
     const int lanes = std::min(kLanes, n_keys - j);
-    Float16x x = {};
-    x += max_score;
+    V x = Splat<V>(max_score);
     std::memcpy(&x, scores + j, sizeof(float) * lanes);
-    Float16x e = ExpNonPositive(x - max_score);
-    for (int l = lanes; l < kLanes; ++l) e[l] = 0.0f;
+    V e = ExpNonPositive(x - max_score);
+    if (lanes < kLanes) std::memset(reinterpret_cast<float*>(&e) + lanes, 0, sizeof(float) * (kLanes - lanes));
     std::memcpy(scores + j, &e, sizeof(float) * lanes);
     sums += e;
   }
@@ -59,34 +67,27 @@ inline __attribute__((always_inline)) void Softmax(float* scores, int n_keys, fl
   for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
 }
 
-// out[h][d] += sum over keys j < n_keys of weight[h][j] * vj[j][d] for N heads
-// that share the values, in key order for every element d. 64 elements per
-// pass make four independent accumulator chains per head (one waited on the
-// latency of each add); two heads at a time make eight, on one load of values.
-template <int N>
+// out[h][d] += sum over keys j < n_keys of weight[h][j] * vj[j][d] for one
+// or two heads that share the values, in key order for every element d: 16
+// elements at a time, one load of values for both heads. The accumulators
+// are named variables, not arrays: GCC kept arrays of vectors in memory, a
+// store and a reload on every key (and with more chains of 16 elements at a
+// time, AVX2's 16 registers spilled).
+template <typename V, int N>
 inline __attribute__((always_inline)) void AddWeightedValues(const float* const (&weight)[N], const float* const* vj,
                                                              int n_keys, int value_dim, float* const (&out)[N]) {
-  constexpr int kChains = 4;
+  static_assert(N == 1 || N == 2);
   int d0 = 0;
-  for (; d0 + kChains * kLanes <= value_dim; d0 += kChains * kLanes) {
-    Float16x acc[N][kChains];
-    for (int h = 0; h < N; ++h) std::memcpy(acc[h], out[h] + d0, sizeof acc[h]);
-    for (int j = 0; j < n_keys; ++j) {
-      for (int c = 0; c < kChains; ++c) {
-        const Float16x v = Load16(vj[j] + d0 + c * kLanes);
-        for (int h = 0; h < N; ++h) acc[h][c] += weight[h][j] * v;
-      }
-    }
-    for (int h = 0; h < N; ++h) std::memcpy(out[h] + d0, acc[h], sizeof acc[h]);
-  }
   for (; d0 + kLanes <= value_dim; d0 += kLanes) {
-    Float16x acc[N];
-    for (int h = 0; h < N; ++h) acc[h] = Load16(out[h] + d0);
+    V acc0 = LoadLanes<V>(out[0] + d0);
+    V acc1 = N == 2 ? LoadLanes<V>(out[N - 1] + d0) : V{};
     for (int j = 0; j < n_keys; ++j) {
-      const Float16x v = Load16(vj[j] + d0);
-      for (int h = 0; h < N; ++h) acc[h] += weight[h][j] * v;
+      const V v = LoadLanes<V>(vj[j] + d0);
+      acc0 += weight[0][j] * v;
+      if constexpr (N == 2) acc1 += weight[1][j] * v;
     }
-    for (int h = 0; h < N; ++h) std::memcpy(out[h] + d0, &acc[h], sizeof acc[h]);
+    StoreLanes(out[0] + d0, acc0);
+    if constexpr (N == 2) StoreLanes(out[1] + d0, acc1);
   }
   for (; d0 < value_dim; ++d0) {  // value_dim not a multiple of 16
     for (int h = 0; h < N; ++h) {
@@ -101,37 +102,39 @@ inline __attribute__((always_inline)) void AddWeightedValues(const float* const 
 
 namespace {
 
-typedef uint16_t UShort16x __attribute__((vector_size(32)));
-typedef int8_t Byte16x __attribute__((vector_size(16)));
-typedef uint8_t UByte16x __attribute__((vector_size(16)));
-typedef int32_t Int16x __attribute__((vector_size(64)));
+// The decoders work on 8 lanes, which every target's registers hold (see
+// Halves); conversions are exact, so their width does not show in the bits.
+typedef uint16_t UShort8x __attribute__((vector_size(16)));
+typedef uint32_t UInt8x __attribute__((vector_size(32)));
+typedef int8_t Byte8x __attribute__((vector_size(8)));
+typedef uint8_t UByte8x __attribute__((vector_size(8)));
 
-inline __attribute__((always_inline)) Float16x BitsToFloats(UInt16x bits) {
-  Float16x f;
+inline __attribute__((always_inline)) Float8x BitsToFloats(UInt8x bits) {
+  Float8x f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-// 16 F16 values to F32, exactly as F16ToF32 (dequant.cc): the exponent and
+// 8 F16 values to F32, exactly as F16ToF32 (dequant.cc): the exponent and
 // mantissa shifted into place and scaled by 2^112 (which also makes the
 // subnormals' denormal floats exact normal ones), infinities and NaNs set
 // apart.
-inline __attribute__((always_inline)) Float16x F16Lanes(const uint8_t* p) {
-  UShort16x h;
+inline __attribute__((always_inline)) Float8x F16Lanes(const uint8_t* p) {
+  UShort8x h;
   std::memcpy(&h, p, sizeof h);
-  const UInt16x u = __builtin_convertvector(h, UInt16x);
-  const UInt16x magnitude = (u & 0x7FFFu) << 13;
-  const Float16x scaled = BitsToFloats(magnitude) * 0x1p112f;
-  UInt16x bits;
+  const UInt8x u = __builtin_convertvector(h, UInt8x);
+  const UInt8x magnitude = (u & 0x7FFFu) << 13;
+  const Float8x scaled = BitsToFloats(magnitude) * 0x1p112f;
+  UInt8x bits;
   std::memcpy(&bits, &scaled, sizeof bits);
   bits = (u & 0x7FFFu) >= 0x7C00u ? magnitude | 0x7F800000u : bits;
   return BitsToFloats(bits | (u & 0x8000u) << 16);
 }
 
-inline __attribute__((always_inline)) Float16x BF16Lanes(const uint8_t* p) {
-  UShort16x h;
+inline __attribute__((always_inline)) Float8x BF16Lanes(const uint8_t* p) {
+  UShort8x h;
   std::memcpy(&h, p, sizeof h);
-  return BitsToFloats(__builtin_convertvector(h, UInt16x) << 16);
+  return BitsToFloats(__builtin_convertvector(h, UInt8x) << 16);
 }
 
 inline __attribute__((always_inline)) float F16Scalar(const uint8_t* p) {
@@ -140,23 +143,33 @@ inline __attribute__((always_inline)) float F16Scalar(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-// levels[codes[i]] for 16 codes below 16: a select tree over the code's
-// bits, so that every target does it with its vector blends (no lookup
-// instruction is portable across the three builds).
-inline __attribute__((always_inline)) Float16x LookUp(UInt16x codes, const float* levels, int n_levels) {
-  Float16x v[16];
-  for (int i = 0; i < n_levels; ++i) v[i] = Float16x{} + levels[i];
+// levels[codes[i]] for 8 codes below n_levels (8 or 16). GCC: a variable
+// shuffle of each 8-entry half of the table (one vpermps on AVX2), the half
+// picked by the code's bit 3. Clang has no variable shuffle in its vector
+// extensions: a select tree over the code's bits (its ARM builds).
+inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* levels, int n_levels) {
+#if defined(__clang__)
+  Float8x v[16];
+  for (int i = 0; i < n_levels; ++i) v[i] = Float8x{} + levels[i];
   for (int bit = 0, n = n_levels; n > 1; ++bit, n /= 2) {
-    const UInt16x set = (codes >> bit) & 1u;
+    const UInt8x set = (codes >> bit) & 1u;
     for (int i = 0; i < n / 2; ++i) v[i] = set != 0u ? v[2 * i + 1] : v[2 * i];
   }
   return v[0];
+#else
+  Float8x lo_table, hi_table;
+  std::memcpy(&lo_table, levels, sizeof lo_table);
+  std::memcpy(&hi_table, levels + (n_levels == 16 ? 8 : 0), sizeof hi_table);
+  const Float8x lo = __builtin_shuffle(lo_table, codes & 7u);
+  return n_levels == 16 ? ((codes & 8u) != 0u ? __builtin_shuffle(hi_table, codes & 7u) : lo) : lo;
+#endif
 }
 
 // One head vector of `type` at p into out (F32 [dim]): the values
-// DecodeKvHead gives, 16 lanes at a time (the quantized types' heads are
+// DecodeKvHead gives, 8 lanes at a time (the quantized types' heads are
 // multiples of 32, KvTypeUnfit).
 inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t* p, int dim, float* out) {
+  auto store = [&](int i, Float8x f) __attribute__((always_inline)) { std::memcpy(out + i, &f, sizeof f); };
   switch (type) {
     case KvType::kF32:
       std::memcpy(out, p, sizeof(float) * dim);
@@ -165,10 +178,7 @@ inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t
     case KvType::kBF16: {  // any head size: a scalar tail
       const bool f16 = type == KvType::kF16;
       int i = 0;
-      for (; i + kLanes <= dim; i += kLanes) {
-        const Float16x f = f16 ? F16Lanes(p + 2 * i) : BF16Lanes(p + 2 * i);
-        std::memcpy(out + i, &f, sizeof f);
-      }
+      for (; i + 8 <= dim; i += 8) store(i, f16 ? F16Lanes(p + 2 * i) : BF16Lanes(p + 2 * i));
       for (; i < dim; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, sizeof h);
@@ -179,50 +189,44 @@ inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t
     case KvType::kQ8_0:  // blocks of an F16 scale and 32 int8: d * q
       for (int b = 0; b < dim / 32; ++b, p += 34) {
         const float d = F16Scalar(p);
-        for (int h = 0; h < 2; ++h) {
-          Byte16x q;
-          std::memcpy(&q, p + 2 + 16 * h, sizeof q);
-          const Float16x f = __builtin_convertvector(q, Float16x) * d;
-          std::memcpy(out + 32 * b + 16 * h, &f, sizeof f);
+        for (int e = 0; e < 32; e += 8) {
+          Byte8x q;
+          std::memcpy(&q, p + 2 + e, sizeof q);
+          store(32 * b + e, __builtin_convertvector(q, Float8x) * d);
         }
       }
       return;
-    case KvType::kQ4_0: {  // blocks of an F16 scale and 16 bytes: d * (low nibbles - 8), then the high ones
+    case KvType::kQ4_0:  // blocks of an F16 scale and 16 bytes: d * (low nibbles - 8), then the high ones
       for (int b = 0; b < dim / 32; ++b, p += 18) {
         const float d = F16Scalar(p);
-        UByte16x q;
-        std::memcpy(&q, p + 2, sizeof q);
-        const Int16x lo = __builtin_convertvector(q & 15, Int16x) - 8;
-        const Int16x hi = __builtin_convertvector(q >> 4, Int16x) - 8;
-        const Float16x flo = __builtin_convertvector(lo, Float16x) * d, fhi = __builtin_convertvector(hi, Float16x) * d;
-        std::memcpy(out + 32 * b, &flo, sizeof flo);
-        std::memcpy(out + 32 * b + 16, &fhi, sizeof fhi);
+        for (int e = 0; e < 16; e += 8) {
+          UByte8x q;
+          std::memcpy(&q, p + 2 + e, sizeof q);
+          const UInt8x u = __builtin_convertvector(q, UInt8x);
+          store(32 * b + e, __builtin_convertvector(Int8x(u & 15u) - 8, Float8x) * d);
+          store(32 * b + 16 + e, __builtin_convertvector(Int8x(u >> 4) - 8, Float8x) * d);
+        }
       }
       return;
-    }
     case KvType::kKakeya4:
     case KvType::kKakeya3: {  // scale * level[code], the codes packed before the F16 scale
       const int bits = type == KvType::kKakeya4 ? 4 : 3;
       const float scale = F16Scalar(p + dim * bits / 8);
       const float* levels = CodecLevels(bits);
-      for (int i = 0; i < dim; i += kLanes) {
-        UInt16x codes;
-        if (bits == 4) {  // 8 bytes, low nibble first
-          UByte16x raw = {};
-          std::memcpy(&raw, p + i / 2, 8);
-          const UByte16x pairs = __builtin_shufflevector(raw, raw, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-          const UInt16x shift = {0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4};
-          codes = (__builtin_convertvector(pairs, UInt16x) >> shift) & 15u;
-        } else {  // 6 bytes: two groups of 8 codes in 24 bits
+      for (int i = 0; i < dim; i += 8) {
+        UInt8x codes;
+        if (bits == 4) {  // 4 bytes, low nibble first: code k at bits 4k of their little-endian word
+          uint32_t w;
+          std::memcpy(&w, p + i / 2, sizeof w);
+          const UInt8x shift = {0, 4, 8, 12, 16, 20, 24, 28};
+          codes = ((UInt8x{} + w) >> shift) & 15u;
+        } else {  // 3 bytes: 8 codes in 24 bits
           const uint8_t* q = p + i / 8 * 3;
-          const uint32_t w0 = q[0] | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16;
-          const uint32_t w1 = q[3] | uint32_t(q[4]) << 8 | uint32_t(q[5]) << 16;
-          const UInt16x words = {w0, w0, w0, w0, w0, w0, w0, w0, w1, w1, w1, w1, w1, w1, w1, w1};
-          const UInt16x shift = {0, 3, 6, 9, 12, 15, 18, 21, 0, 3, 6, 9, 12, 15, 18, 21};
-          codes = (words >> shift) & 7u;
+          const uint32_t w = q[0] | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16;
+          const UInt8x shift = {0, 3, 6, 9, 12, 15, 18, 21};
+          codes = ((UInt8x{} + w) >> shift) & 7u;
         }
-        const Float16x f = scale * LookUp(codes, levels, 1 << bits);
-        std::memcpy(out + i, &f, sizeof f);
+        store(i, scale * LookUp(codes, levels, 1 << bits));
       }
       return;
     }
@@ -238,9 +242,11 @@ size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys) {
   return slots * max_keys + slots + size_t(kLanes) * (s.head_dim + s.value_dim) + slots * (s.head_dim + s.value_dim);
 }
 
-KvView F32KvView(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int capacity) {
-  return {reinterpret_cast<const uint8_t*>(k), k_stride * int64_t(sizeof(float)), KvType::kF32,
-          reinterpret_cast<const uint8_t*>(v), v_stride * int64_t(sizeof(float)), KvType::kF32, capacity};
+KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v, int64_t v_stride, int value_dim,
+                 int capacity) {
+  constexpr int64_t kF = sizeof(float);
+  return {KvRows{reinterpret_cast<const uint8_t*>(k), k_stride * kF, head_dim * kF},
+          KvRows{reinterpret_cast<const uint8_t*>(v), v_stride * kF, value_dim * kF}, capacity};
 }
 
 // Keys and values are read in blocks of 16 positions, each block used by
@@ -253,13 +259,11 @@ KvView F32KvView(const float* k, int64_t k_stride, const float* v, int64_t v_str
 // the codec, a row reads each block exact or coded as a whole (CodedEnd):
 // coded keys are rotated, so the row's queries are rotated once to meet
 // them, and coded values are summed rotated and rotated back at the end.
+template <typename V>
 static inline __attribute__((always_inline)) void AttendKvHeadBody(const AttentionShape& s, int kv_head,
                                                            const AttentionRows& rows, const KvView& kv,
                                                            float* scratch) {
   const int group = s.n_head / s.n_head_kv;
-  const int64_t k_offset = static_cast<int64_t>(kv_head) * s.head_dim;
-  const int64_t v_offset = static_cast<int64_t>(kv_head) * s.value_dim;
-  const int64_t k_head_bytes = KvHeadBytes(kv.k_type, s.head_dim), v_head_bytes = KvHeadBytes(kv.v_type, s.value_dim);
   auto first_key = [&](int pos) { return FirstVisiblePosition(pos, rows.window); };
   const int first_pos = rows.first_pos;
   // The last key row r sees: its own position, or the block's end for all.
@@ -287,33 +291,35 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   };
   // Whether row r reads block p0 coded.
   const bool codec = kv.split.exact > 0;
-  auto coded = [&](int r, int p0) {
+  auto coded = [&](int r, int p0) __attribute__((always_inline)) {
     return codec && p0 >= kv.split.sink && p0 + kLanes <= std::min(CodedEnd(row_last(r), kv.split), kv.coded_through);
   };
   // Pointers to the 16 F32 rows of block [p0, p1) of keys or values: in the
   // cache (F32 rows, the codec's sink), or decoded into `tile`. A partial
   // block repeats its first row.
-  auto block_rows = [&](const float* (&out)[kLanes], int p0, int p1, bool read_coded, bool keys, float* tile) {
+  // (always_inline: a lambda left out of line is compiled for the baseline
+  // ISA, not the target this body is built for.)
+  auto block_rows = [&](const float* (&out)[kLanes], int p0, int p1, bool read_coded, bool keys,
+                        float* tile) __attribute__((always_inline)) {
     const int dim = keys ? s.head_dim : s.value_dim;
+    const KvRows& rows = read_coded ? (keys ? kv.coded_k : kv.coded_v) : (keys ? kv.k : kv.v);
     for (int p = p0; p < p0 + kLanes; ++p) {
       const int q = p < p1 ? p : p0;
       float* t = tile + size_t(p - p0) * dim;
+      const uint8_t* at;
       if (read_coded) {
-        const uint8_t* row = (keys ? kv.coded_k + q * kv.coded_k_row_bytes : kv.coded_v + q * kv.coded_v_row_bytes);
-        const KvType type = keys ? kv.coded_k_type : kv.coded_v_type;
-        if (p < p1 || p == p0) DecodeHead(type, row + kv_head * KvHeadBytes(type, dim), dim, t);
-        out[p - p0] = p < p1 ? t : tile;
+        at = rows.at(q, kv_head);
       } else if (codec && q < kv.split.sink) {
-        out[p - p0] = (keys ? kv.sink_k : kv.sink_v) + size_t(q) * s.n_head_kv * dim + kv_head * dim;
+        at = (keys ? kv.sink_k : kv.sink_v).at(q, kv_head);
       } else {
-        const uint8_t* row = (keys ? kv.k + q % kv.capacity * kv.k_row_bytes : kv.v + q % kv.capacity * kv.v_row_bytes);
-        const KvType type = keys ? kv.k_type : kv.v_type;
-        if (type == KvType::kF32) {
-          out[p - p0] = reinterpret_cast<const float*>(row) + (keys ? k_offset : v_offset);
-        } else {
-          if (p < p1 || p == p0) DecodeHead(type, row + kv_head * (keys ? k_head_bytes : v_head_bytes), dim, t);
-          out[p - p0] = p < p1 ? t : tile;
-        }
+        at = rows.at(q % kv.capacity, kv_head);
+      }
+      const KvType type = read_coded || !(codec && q < kv.split.sink) ? rows.type : KvType::kF32;
+      if (type == KvType::kF32) {
+        out[p - p0] = reinterpret_cast<const float*>(at);
+      } else {
+        if (p < p1 || p == p0) DecodeHead(type, at, dim, t);
+        out[p - p0] = p < p1 ? t : tile;
       }
     }
   };
@@ -348,11 +354,11 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       if (!visible(r, p0, p1, &lo, &hi)) continue;
       const bool rc = coded(r, p0);
       for (int g = 0; g < group; ++g) {
-        Float16x score = ScoreBlock(rc ? rotated_query(r, g) : query(r, g), rc ? coded_k : exact_k, s.head_dim, s.scale);
+        const V score = ScoreBlock<V>(rc ? rotated_query(r, g) : query(r, g), rc ? coded_k : exact_k, s.head_dim, s.scale);
         float* w = weights(r, g) + (lo - first_key(row_last(r)));
         float& max = max_score[r * group + g];
         for (int p = lo; p < hi; ++p) {
-          float x = score[p - p0];
+          float x = Lane(score, p - p0);
           if (s.softcap > 0.0f) x = s.softcap * std::tanh(x / s.softcap);
           w[p - lo] = x;
           if (x > max) max = x;
@@ -363,7 +369,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   for (int r = 0; r < rows.n_rows; ++r) {
     const int first = first_key(row_last(r));
     for (int g = 0; g < group; ++g) {
-      Softmax(weights(r, g), row_last(r) - first + 1, max_score[r * group + g]);
+      Softmax<V>(weights(r, g), row_last(r) - first + 1, max_score[r * group + g]);
       std::fill_n(output(r, g), s.value_dim, 0.0f);
     }
   }
@@ -391,12 +397,12 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       for (; g + 1 < group; g += 2) {
         const float* const w[2] = {weights(r, g) + skip, weights(r, g + 1) + skip};
         float* const o[2] = {out(g), out(g + 1)};
-        AddWeightedValues<2>(w, vj, hi - lo, s.value_dim, o);
+        AddWeightedValues<V, 2>(w, vj, hi - lo, s.value_dim, o);
       }
       if (g < group) {
         const float* const w[1] = {weights(r, g) + skip};
         float* const o[1] = {out(g)};
-        AddWeightedValues<1>(w, vj, hi - lo, s.value_dim, o);
+        AddWeightedValues<V, 1>(w, vj, hi - lo, s.value_dim, o);
       }
     }
   }
@@ -413,9 +419,31 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   }
 }
 
-KAKEYA_PER_ISA(AttendKvHead,
-               (const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv, float* scratch),
-               (s, kv_head, rows, kv, scratch))
+// As KAKEYA_PER_ISA, with 16-lane vectors for AVX-512 and halves of 8 lanes
+// for the rest (vec16-inl.h, Halves): the same bits in fewer loads and stores.
+#if defined(__x86_64__) && defined(__GNUC__)
+static __attribute__((target("avx512f"))) void AttendKvHeadAvx512(const AttentionShape& s, int kv_head,
+                                                                   const AttentionRows& rows, const KvView& kv,
+                                                                   float* scratch) {
+  AttendKvHeadBody<Float16x>(s, kv_head, rows, kv, scratch);
+}
+static __attribute__((target("avx2,fma"))) void AttendKvHeadAvx2(const AttentionShape& s, int kv_head,
+                                                                  const AttentionRows& rows, const KvView& kv,
+                                                                  float* scratch) {
+  AttendKvHeadBody<Halves>(s, kv_head, rows, kv, scratch);
+}
+#endif
+
+void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv, float* scratch) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  switch (ActiveVectorIsa()) {
+    case VectorIsa::kAvx512: return AttendKvHeadAvx512(s, kv_head, rows, kv, scratch);
+    case VectorIsa::kAvx2: return AttendKvHeadAvx2(s, kv_head, rows, kv, scratch);
+    case VectorIsa::kBaseline: break;
+  }
+#endif
+  AttendKvHeadBody<Halves>(s, kv_head, rows, kv, scratch);
+}
 #undef KAKEYA_PER_ISA
 
 }  // namespace kakeya

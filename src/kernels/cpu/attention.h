@@ -65,36 +65,37 @@ inline int CodedEnd(int pos, const CodecSplit& c) {
   return c.exact == 0 || span <= 0 ? c.sink : c.sink + span / kCodedBlock * kCodedBlock;
 }
 
+// One kind of row of one side (keys or values) of a layer's cache: the head
+// vector of KV head h at slot i is at data + i * pos_stride + h * head_stride,
+// stored as `type`.
+struct KvRows {
+  const uint8_t* data = nullptr;
+  int64_t pos_stride = 0;
+  int64_t head_stride = 0;
+  KvType type = KvType::kF32;
+  const uint8_t* at(int slot, int head) const { return data + slot * pos_stride + head * head_stride; }
+};
+
 // Where attention finds one layer's keys and values (LayerCache::view()).
-// Position p is row p % capacity of k and of v: n_head_kv heads stored as
-// k_type / v_type (kv_types.h). With the codec (split.exact > 0) those rows
-// are the exact F32 rows of the latest positions, sink_k / sink_v hold the
-// F32 rows of the positions below split.sink, and coded_k / coded_v the
-// coded rows, position p at row p, written for every position below
-// coded_through (a reader that is not the target's forward, such as Gemma 4's
-// assistant, may come before the cache coded a block; it reads it exact).
+// Position p is slot p % capacity of k and of v. With the codec
+// (split.exact > 0) those are the exact F32 rows of the latest positions,
+// sink_k / sink_v hold the F32 rows of the positions below split.sink (slot
+// p), and coded_k / coded_v the coded rows (slot p), written for every
+// position below coded_through (a reader that is not the target's forward,
+// such as Gemma 4's assistant, may come before the cache coded a block; it
+// reads it exact).
 struct KvView {
-  const uint8_t* k;
-  int64_t k_row_bytes;
-  KvType k_type;
-  const uint8_t* v;
-  int64_t v_row_bytes;
-  KvType v_type;
+  KvRows k, v;
   int capacity;
   CodecSplit split = {};
   int coded_through = 0;
-  const uint8_t* coded_k = nullptr;
-  int64_t coded_k_row_bytes = 0;
-  KvType coded_k_type = KvType::kKakeya4;
-  const uint8_t* coded_v = nullptr;
-  int64_t coded_v_row_bytes = 0;
-  KvType coded_v_type = KvType::kKakeya3;
-  const float* sink_k = nullptr;
-  const float* sink_v = nullptr;
+  KvRows coded_k, coded_v, sink_k, sink_v;
 };
-// A view of F32 rows (k: F32 [capacity, k_stride], v: F32 [capacity, v_stride]):
-// the drafters' own caches and the tests.
-KvView F32KvView(const float* k, int64_t k_stride, const float* v, int64_t v_stride, int capacity);
+// A view of F32 rows with every head of a position together (k: F32
+// [capacity, k_stride], head h at h * head_dim; v likewise): the drafters'
+// own caches and the tests.
+KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v, int64_t v_stride, int value_dim,
+                 int capacity);
 
 size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys);
 void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& rows, const KvView& kv,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/matmul.h"
 
@@ -76,32 +77,130 @@ inline __attribute__((always_inline)) Float16x SumLanes16(const Float16x (&v)[kL
          __builtin_shufflevector(twos[0], twos[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
 
-// e^x for x <= 0 (softmax terms) in 16 lanes: Cephes' expf (x = n ln2 + r,
-// degree-5 polynomial for e^r, 2^n through the exponent bits), within a few
-// ulp of std::exp. Below -87 it returns ~1e-38 instead of denormals or 0,
-// which no softmax sum (>= 1: the maximum's term is e^0) can see.
-inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) {
-  typedef int32_t Int16x __attribute__((vector_size(64)));
-  const Float16x zero = {};
+// e^x for x <= 0 (softmax terms), lane by lane, for a float vector F and the
+// int vector I of its size: Cephes' expf (x = n ln2 + r, degree-5 polynomial
+// for e^r, 2^n through the exponent bits), within a few ulp of std::exp.
+// Below -87 it returns ~1e-38 instead of denormals or 0, which no softmax sum
+// (>= 1: the maximum's term is e^0) can see.
+template <typename F, typename I>
+inline __attribute__((always_inline)) F ExpNonPositiveLanes(F x) {
+  const F zero = {};
   x = x < zero - 87.0f ? zero - 87.0f : x;
-  const Float16x magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const Float16x t = x * 1.44269504088896341f + magic;
-  const Float16x n = t - magic;
-  Float16x r = x - n * 0.693359375f;
+  const F magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F t = x * 1.44269504088896341f + magic;
+  const F n = t - magic;
+  F r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
-  Float16x p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  F p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  Int16x t_bits, magic_bits;
+  I t_bits, magic_bits;
   std::memcpy(&t_bits, &t, sizeof t);
   std::memcpy(&magic_bits, &magic, sizeof magic);
-  const Int16x exponent = (t_bits - magic_bits + 127) << 23;  // the bits of 2^n
-  Float16x scale;
+  const I exponent = (t_bits - magic_bits + 127) << 23;  // the bits of 2^n
+  F scale;
   std::memcpy(&scale, &exponent, sizeof scale);
   return p * scale;
+}
+
+typedef int32_t Int16x __attribute__((vector_size(64)));
+typedef int32_t Int8x __attribute__((vector_size(32)));
+
+inline __attribute__((always_inline)) Float16x ExpNonPositive(Float16x x) { return ExpNonPositiveLanes<Float16x, Int16x>(x); }
+
+// 16 lanes as two 8-lane halves (lanes 0-7 and 8-15) with Float16x's
+// lane-by-lane arithmetic, hence its bits. GCC keeps a 64-byte vector in
+// memory when the target has no 64-byte registers (AVX2, SSE2, NEON): every
+// operation on it loads and stores; two 32-byte halves live in AVX2's
+// registers. Kernels written for either type (attention.cc) build with
+// Float16x for AVX-512 and with Halves elsewhere.
+struct Halves {
+  Float8x lo, hi;
+};
+inline __attribute__((always_inline)) Halves operator+(Halves a, Halves b) { return {a.lo + b.lo, a.hi + b.hi}; }
+inline __attribute__((always_inline)) Halves operator-(Halves a, Halves b) { return {a.lo - b.lo, a.hi - b.hi}; }
+inline __attribute__((always_inline)) Halves operator*(Halves a, Halves b) { return {a.lo * b.lo, a.hi * b.hi}; }
+inline __attribute__((always_inline)) Halves operator*(float s, Halves a) { return {s * a.lo, s * a.hi}; }
+inline __attribute__((always_inline)) Halves operator*(Halves a, float s) { return {a.lo * s, a.hi * s}; }
+inline __attribute__((always_inline)) Halves operator-(Halves a, float s) { return {a.lo - s, a.hi - s}; }
+inline __attribute__((always_inline)) Halves& operator+=(Halves& a, Halves b) { return a = a + b; }
+inline __attribute__((always_inline)) Halves& operator*=(Halves& a, float s) { return a = a * s; }
+
+// The helpers the kernels use on either type.
+template <typename V>
+inline __attribute__((always_inline)) V Splat(float x) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    return Float16x{} + x;
+  } else {
+    const Float8x h = Float8x{} + x;
+    return {h, h};
+  }
+}
+// Halves load and store half by half: a memcpy of the whole struct went
+// through a stack copy.
+template <typename V>
+inline __attribute__((always_inline)) V LoadLanes(const float* p) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    return Load16(p);
+  } else {
+    Float8x lo, hi;
+    std::memcpy(&lo, p, sizeof lo);
+    std::memcpy(&hi, p + 8, sizeof hi);
+    return {lo, hi};
+  }
+}
+template <typename V>
+inline __attribute__((always_inline)) void StoreLanes(float* p, const V& v) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    std::memcpy(p, &v, sizeof v);
+  } else {
+    std::memcpy(p, &v.lo, sizeof v.lo);
+    std::memcpy(p + 8, &v.hi, sizeof v.hi);
+  }
+}
+template <typename V>
+inline __attribute__((always_inline)) float Lane(const V& v, int i) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    return v[i];
+  } else {
+    return i < 8 ? v.lo[i] : v.hi[i - 8];
+  }
+}
+inline __attribute__((always_inline)) Halves ExpNonPositive(Halves x) {
+  return {ExpNonPositiveLanes<Float8x, Int8x>(x.lo), ExpNonPositiveLanes<Float8x, Int8x>(x.hi)};
+}
+// SumLanes: lane l += lane l + 8 is the halves' sum.
+inline __attribute__((always_inline)) float SumLanes(const Halves& v) {
+  const Float2x pair = FoldHalves<Float2x>(FoldHalves<Float4x>(v.lo + v.hi));
+  return pair[0] + pair[1];
+}
+
+// SumLanes16 on halves: the same pairs added at every level (lane j of the
+// result is SumLanes(v[j])), each level's shuffles taken within the halves.
+inline __attribute__((always_inline)) Halves SumLanes16(const Halves (&v)[kLanes]) {
+  Halves eights[8], fours[4], twos[2];
+  for (int m = 0; m < 8; ++m) eights[m] = {v[2 * m].lo + v[2 * m].hi, v[2 * m + 1].lo + v[2 * m + 1].hi};
+  auto level = [](const Halves& x, const Halves& y, auto first, auto second) __attribute__((always_inline)) {
+    return Halves{first(x) + second(x), first(y) + second(y)};
+  };
+  for (int m = 0; m < 4; ++m) {  // lanes 0-3 of each half, then 4-7
+    fours[m] = level(
+        eights[2 * m], eights[2 * m + 1],
+        [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 0, 1, 2, 3, 8, 9, 10, 11); },
+        [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 4, 5, 6, 7, 12, 13, 14, 15); });
+  }
+  for (int m = 0; m < 2; ++m) {  // lane pairs 0-1, 4-5, ... then 2-3, 6-7, ...
+    twos[m] = level(
+        fours[2 * m], fours[2 * m + 1],
+        [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 0, 1, 4, 5, 8, 9, 12, 13); },
+        [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 2, 3, 6, 7, 10, 11, 14, 15); });
+  }
+  return level(
+      twos[0], twos[1], [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 0, 2, 4, 6, 8, 10, 12, 14); },
+      [](const Halves& h) { return __builtin_shufflevector(h.lo, h.hi, 1, 3, 5, 7, 9, 11, 13, 15); });
 }
 
 }  // namespace
