@@ -91,6 +91,20 @@ TEST(KvCache, RingMemoryIsBoundedByWindowPlusPending) {
   EXPECT_EQ(cache.full_bytes_per_token(), size_t{128} * sizeof(float));
 }
 
+// What KvCacheBytes promises before allocating is what the cache holds, for
+// every kind of layer (full, ring, coded, shared) and type.
+TEST(KvCache, BytesKnownBeforeAllocatingAreTheCachesBytes) {
+  const std::vector<LayerCacheShape> layers = {
+      {0, 2, 64, 64, KvType::kF16, KvType::kQ8_0},      {32, 1, 64, 32, KvType::kQ4_0, KvType::kF32},
+      {0, 2, 64, 64, KvType::kKakeya4, KvType::kKakeya3}, {16, 2, 64, 64, KvType::kKakeya4, KvType::kKakeya3},
+      {0},
+  };
+  for (int n_ctx : {40, 1000, 5000}) {
+    const KvCache cache(layers, n_ctx, 16);
+    EXPECT_EQ(KvCacheBytes(layers, n_ctx, 16), cache.bytes()) << n_ctx;
+  }
+}
+
 // --- Through the model: a gemma3 with windows 4, 7 and 32 ------------------
 
 // Copies a GGUF file, replacing the value of one u32 key.

@@ -182,7 +182,9 @@ TEST(KvCodec, ErrorIsTheQuantizersOnGaussianAndOutlierVectors) {
     std::printf("[codec error] %s: kakeya4 %.4f, kakeya3 %.4f, q4_0 %.4f\n", outliers ? "outliers" : "gaussian", e4, e3, q4);
     EXPECT_LT(e4, 0.0125);
     EXPECT_LT(e3, 0.042);
-    if (outliers) EXPECT_LT(e4, q4);
+    if (outliers) {
+      EXPECT_LT(e4, q4);
+    }
   }
 }
 

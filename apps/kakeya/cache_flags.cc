@@ -1,30 +1,29 @@
 #include "cache_flags.h"
 
-#include <algorithm>
-#include <map>
 #include <string>
 
 namespace kakeya::cli {
 
 void AddCacheTypeFlags(CLI::App& app, CacheTypeFlags& f) {
-  std::map<std::string, KvType> names;
-  const std::string all = KvTypeNames();  // "f32, f16, ..."
-  for (size_t begin = 0; begin < all.size();) {
-    const size_t end = std::min(all.find(", ", begin), all.size());
-    const std::string name = all.substr(begin, end - begin);
-    names.emplace(name, *ParseKvType(name));
-    begin = end + 2;
-  }
+  const CLI::Validator known(
+      [](std::string& name) {
+        return ParseKvType(name) ? std::string() : "unknown cache type '" + name + "' (one of " + KvTypeNames() + ")";
+      },
+      "TYPE");
   const std::string types =
       "f32 (the default: exact), f16, bf16, q8_0, q4_0 (llama.cpp's: every position in that type), or "
       "kakeya4 / kakeya3 (kakeya's codec, for keys and values together: the first 16 and the latest 256+ "
       "positions exact, every older one rotated and coded at 4 or 3 bits a value plus a scale per head; "
       "-ctk kakeya4 -ctv kakeya3 stores 0.23x an F16 cache's bytes beyond the exact ones)";
-  app.add_option("--cache-type-k", f.k, "How the KV cache stores keys (-ctk): " + types)
-      ->transform(CLI::CheckedTransformer(names))
+  app.add_option_function<std::string>(
+         "--cache-type-k", [&f](const std::string& name) { f.k = *ParseKvType(name); },
+         "How the KV cache stores keys (-ctk): " + types)
+      ->check(known)
       ->option_text("TYPE");
-  app.add_option("--cache-type-v", f.v, "How the KV cache stores values (-ctv), as --cache-type-k")
-      ->transform(CLI::CheckedTransformer(names))
+  app.add_option_function<std::string>(
+         "--cache-type-v", [&f](const std::string& name) { f.v = *ParseKvType(name); },
+         "How the KV cache stores values (-ctv), as --cache-type-k")
+      ->check(known)
       ->option_text("TYPE");
 }
 

@@ -67,7 +67,10 @@ void LayerCache::CodeUpTo(int end) {
 }
 
 KvView LayerCache::view() const {
-  KvView kv{k_.rows(), v_.rows(), capacity_};
+  KvView kv{};
+  kv.k = k_.rows();
+  kv.v = v_.rows();
+  kv.capacity = capacity_;
   if (!is_coded()) return kv;
   kv.split = split_;
   kv.coded_through = coded_end_;
@@ -91,16 +94,32 @@ size_t LayerCache::fixed_bytes() const {
   return is_ring() ? size_t(capacity_) * row : 0;
 }
 
+int LayerCapacity(const LayerCacheShape& s, int n_ctx, int max_pending) {
+  const bool coded = s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type);
+  return s.window > 0 ? std::min(n_ctx, s.window + max_pending)
+         : coded      ? std::min(n_ctx, kCodecExact + kCodedBlock + max_pending)
+                      : n_ctx;
+}
+
+size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending) {
+  size_t total = 0;
+  for (const LayerCacheShape& s : layers) {
+    const size_t ring = size_t(LayerCapacity(s, n_ctx, max_pending)) * s.n_head_kv;
+    const KvType k_exact = IsCodec(s.k_type) ? KvType::kF32 : s.k_type;
+    const KvType v_exact = IsCodec(s.v_type) ? KvType::kF32 : s.v_type;
+    total += ring * (KvHeadBytes(k_exact, s.head_dim) + KvHeadBytes(v_exact, s.value_dim));
+    if (s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type)) {  // coded rows, sink rows
+      total += size_t(n_ctx) * s.n_head_kv * (KvHeadBytes(s.k_type, s.head_dim) + KvHeadBytes(s.v_type, s.value_dim));
+      total += size_t(kCodecSink) * s.n_head_kv * sizeof(float) * (s.head_dim + s.value_dim);
+    }
+  }
+  return total;
+}
+
 KvCache::KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending)
     : n_ctx_(n_ctx), max_pending_(max_pending) {
   layers_.reserve(layers.size());
-  for (const LayerCacheShape& s : layers) {
-    const bool coded = s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type);
-    const int capacity = s.window > 0 ? std::min(n_ctx, s.window + max_pending)
-                         : coded      ? std::min(n_ctx, kCodecExact + kCodedBlock + max_pending)
-                                      : n_ctx;
-    layers_.emplace_back(s, capacity, n_ctx);
-  }
+  for (const LayerCacheShape& s : layers) layers_.emplace_back(s, LayerCapacity(s, n_ctx, max_pending), n_ctx);
 }
 
 void KvCache::Append(int n) {

@@ -122,6 +122,11 @@ class LayerCache {
   int coded_end_ = 0;  // positions below it are coded (at least split_.sink)
 };
 
+// Rows of the exact ring a layer of this shape keeps (KvCache's rule below).
+int LayerCapacity(const LayerCacheShape& shape, int n_ctx, int max_pending);
+// Bytes a KvCache of these layers allocates, known before allocating it.
+size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending);
+
 class KvCache {
  public:
   // n_ctx: positions the sequence may reach; max_pending: rows that may be

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <random>
+#include <string>
+
+#include <unistd.h>
 
 #include "base/error.h"
 #include "kernels/cpu/ops.h"
@@ -19,6 +23,12 @@ WorkspaceOptions OwnWorkspaceOptions(const ContextOptions& o) {
           .n_ctx = o.n_ctx,
           .n_threads = o.n_threads,
           .shared_pool = o.shared_pool};
+}
+
+std::string FormatGiB(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", bytes / double(1ull << 30));
+  return text;
 }
 
 }  // namespace
@@ -67,6 +77,15 @@ Context::Context(const Model& model, const ContextOptions& options)
       if (!unfit.empty()) Fail("cache type ", flag, " ", KvTypeName(type), " does not fit layer ", il, "'s ", unfit);
     }
     shapes.push_back({a.window, a.n_head_kv, a.head_dim, a.value_dim, k_type, v_type});
+  }
+  // A cache larger than the machine's memory would be granted (memory is
+  // overcommitted) and the process killed once it is written: refuse it here.
+  const size_t kv_bytes = KvCacheBytes(shapes, options_.n_ctx, options_.max_batch);
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (ram > 0 && double(kv_bytes) > ram) {
+    Fail("a context of ", options_.n_ctx, " positions (-c) needs ", FormatGiB(double(kv_bytes)),
+         " GiB of KV cache with -ctk ", KvTypeName(k_type), " -ctv ", KvTypeName(v_type), ", more than this machine's ",
+         FormatGiB(ram), " GiB of memory: use a smaller -c, or smaller cache types (e.g. -ctk kakeya4 -ctv kakeya3)");
   }
   cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch);
 }

@@ -54,17 +54,23 @@ inline __attribute__((always_inline)) V ScoreBlock(const float* qh, const float*
 template <typename V>
 inline __attribute__((always_inline)) void Softmax(float* scores, int n_keys, float max_score) {
   V sums = {};
-  for (int j = 0; j < n_keys; j += kLanes) {
-    const int lanes = std::min(kLanes, n_keys - j);
+  int j = 0;
+  for (; j + kLanes <= n_keys; j += kLanes) {
+    const V e = ExpNonPositive(LoadLanes<V>(scores + j) - max_score);
+    StoreLanes(scores + j, e);
+    sums += e;
+  }
+  if (j < n_keys) {
+    const int lanes = n_keys - j;
     V x = Splat<V>(max_score);
     std::memcpy(&x, scores + j, sizeof(float) * lanes);
     V e = ExpNonPositive(x - max_score);
-    if (lanes < kLanes) std::memset(reinterpret_cast<float*>(&e) + lanes, 0, sizeof(float) * (kLanes - lanes));
+    std::memset(reinterpret_cast<float*>(&e) + lanes, 0, sizeof(float) * (kLanes - lanes));
     std::memcpy(scores + j, &e, sizeof(float) * lanes);
     sums += e;
   }
   const float inv_sum = 1.0f / SumLanes(sums);
-  for (int j = 0; j < n_keys; ++j) scores[j] *= inv_sum;
+  for (int i = 0; i < n_keys; ++i) scores[i] *= inv_sum;
 }
 
 // out[h][d] += sum over keys j < n_keys of weight[h][j] * vj[j][d] for one
@@ -131,16 +137,42 @@ inline __attribute__((always_inline)) Float8x F16Lanes(const uint8_t* p) {
   return BitsToFloats(bits | (u & 0x8000u) << 16);
 }
 
+// The same by F16C's vcvtph2ps, which every CPU of the AVX2 and AVX-512
+// targets has (Highway's AVX2 target requires it): exact too, and a signalling
+// NaN comes out quiet (a NaN poisons its row either way). Inline assembly:
+// the compiler's builtin is declared only where the whole file targets F16C.
+inline __attribute__((always_inline)) Float8x F16LanesByF16c(const uint8_t* p) {
+  Float8x f;
+#if defined(__x86_64__) && defined(__GNUC__)
+  asm("vcvtph2ps %1, %0" : "=x"(f) : "m"(*reinterpret_cast<const uint8_t(*)[16]>(p)));
+#else
+  f = F16Lanes(p);
+#endif
+  return f;
+}
+
 inline __attribute__((always_inline)) Float8x BF16Lanes(const uint8_t* p) {
   UShort8x h;
   std::memcpy(&h, p, sizeof h);
   return BitsToFloats(__builtin_convertvector(h, UInt8x) << 16);
 }
 
+// One F16 value as F16Lanes converts each lane (inline: a call to F16ToF32
+// per block scale cost more than the block's arithmetic).
 inline __attribute__((always_inline)) float F16Scalar(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, sizeof h);
-  return F16ToF32(h);
+  const uint32_t magnitude = uint32_t(h & 0x7FFFu) << 13;
+  float scaled;
+  std::memcpy(&scaled, &magnitude, sizeof scaled);
+  scaled *= 0x1p112f;
+  uint32_t bits;
+  std::memcpy(&bits, &scaled, sizeof bits);
+  if ((h & 0x7FFFu) >= 0x7C00u) bits = magnitude | 0x7F800000u;
+  bits |= uint32_t(h & 0x8000u) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
 // levels[codes[i]] for 8 codes below n_levels (8 or 16). GCC: a variable
@@ -168,6 +200,7 @@ inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* 
 // One head vector of `type` at p into out (F32 [dim]): the values
 // DecodeKvHead gives, 8 lanes at a time (the quantized types' heads are
 // multiples of 32, KvTypeUnfit).
+template <bool kF16c>
 inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t* p, int dim, float* out) {
   auto store = [&](int i, Float8x f) __attribute__((always_inline)) { std::memcpy(out + i, &f, sizeof f); };
   switch (type) {
@@ -178,7 +211,7 @@ inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t
     case KvType::kBF16: {  // any head size: a scalar tail
       const bool f16 = type == KvType::kF16;
       int i = 0;
-      for (; i + 8 <= dim; i += 8) store(i, f16 ? F16Lanes(p + 2 * i) : BF16Lanes(p + 2 * i));
+      for (; i + 8 <= dim; i += 8) store(i, !f16 ? BF16Lanes(p + 2 * i) : kF16c ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i));
       for (; i < dim; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, sizeof h);
@@ -245,8 +278,11 @@ size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys) {
 KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v, int64_t v_stride, int value_dim,
                  int capacity) {
   constexpr int64_t kF = sizeof(float);
-  return {KvRows{reinterpret_cast<const uint8_t*>(k), k_stride * kF, head_dim * kF},
-          KvRows{reinterpret_cast<const uint8_t*>(v), v_stride * kF, value_dim * kF}, capacity};
+  KvView view{};
+  view.k = {reinterpret_cast<const uint8_t*>(k), k_stride * kF, head_dim * kF};
+  view.v = {reinterpret_cast<const uint8_t*>(v), v_stride * kF, value_dim * kF};
+  view.capacity = capacity;
+  return view;
 }
 
 // Keys and values are read in blocks of 16 positions, each block used by
@@ -259,7 +295,7 @@ KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v,
 // the codec, a row reads each block exact or coded as a whole (CodedEnd):
 // coded keys are rotated, so the row's queries are rotated once to meet
 // them, and coded values are summed rotated and rotated back at the end.
-template <typename V>
+template <typename V, bool kF16c>
 static inline __attribute__((always_inline)) void AttendKvHeadBody(const AttentionShape& s, int kv_head,
                                                            const AttentionRows& rows, const KvView& kv,
                                                            float* scratch) {
@@ -318,7 +354,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       if (type == KvType::kF32) {
         out[p - p0] = reinterpret_cast<const float*>(at);
       } else {
-        if (p < p1 || p == p0) DecodeHead(type, at, dim, t);
+        if (p < p1 || p == p0) DecodeHead<kF16c>(type, at, dim, t);
         out[p - p0] = p < p1 ? t : tile;
       }
     }
@@ -357,6 +393,12 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
         const V score = ScoreBlock<V>(rc ? rotated_query(r, g) : query(r, g), rc ? coded_k : exact_k, s.head_dim, s.scale);
         float* w = weights(r, g) + (lo - first_key(row_last(r)));
         float& max = max_score[r * group + g];
+        if (s.softcap == 0.0f && hi - lo == kLanes) {  // a whole block: stored and compared as a vector
+          StoreLanes(w, score);
+          const float block_max = MaxLanes(score);
+          if (block_max > max) max = block_max;
+          continue;
+        }
         for (int p = lo; p < hi; ++p) {
           float x = Lane(score, p - p0);
           if (s.softcap > 0.0f) x = s.softcap * std::tanh(x / s.softcap);
@@ -420,17 +462,18 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
 }
 
 // As KAKEYA_PER_ISA, with 16-lane vectors for AVX-512 and halves of 8 lanes
-// for the rest (vec16-inl.h, Halves): the same bits in fewer loads and stores.
+// for the rest (vec16-inl.h, Halves): the same bits in fewer loads and stores;
+// F16 rows converted by F16C on both x86 vector targets.
 #if defined(__x86_64__) && defined(__GNUC__)
 static __attribute__((target("avx512f"))) void AttendKvHeadAvx512(const AttentionShape& s, int kv_head,
                                                                    const AttentionRows& rows, const KvView& kv,
                                                                    float* scratch) {
-  AttendKvHeadBody<Float16x>(s, kv_head, rows, kv, scratch);
+  AttendKvHeadBody<Float16x, true>(s, kv_head, rows, kv, scratch);
 }
 static __attribute__((target("avx2,fma"))) void AttendKvHeadAvx2(const AttentionShape& s, int kv_head,
                                                                   const AttentionRows& rows, const KvView& kv,
                                                                   float* scratch) {
-  AttendKvHeadBody<Halves>(s, kv_head, rows, kv, scratch);
+  AttendKvHeadBody<Halves, true>(s, kv_head, rows, kv, scratch);
 }
 #endif
 
@@ -442,7 +485,7 @@ void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& row
     case VectorIsa::kBaseline: break;
   }
 #endif
-  AttendKvHeadBody<Halves>(s, kv_head, rows, kv, scratch);
+  AttendKvHeadBody<Halves, false>(s, kv_head, rows, kv, scratch);
 }
 #undef KAKEYA_PER_ISA
 

@@ -10,15 +10,6 @@ namespace {
 
 constexpr int kMaxHeadDim = 512;
 
-// Lloyd-Max levels of a unit Gaussian, from Lloyd's iteration in float64
-// (kv_codec_test checks that they are its fixed point).
-constexpr float kLevels4[16] = {-2.732589571f, -2.069017227f, -1.618046386f, -1.256231197f,
-                                -0.942340456f, -0.656759119f, -0.388048299f, -0.128395030f,
-                                0.128395030f,  0.388048299f,  0.656759119f,  0.942340456f,
-                                1.256231197f,  1.618046386f,  2.069017227f,  2.732589571f};
-constexpr float kLevels3[8] = {-2.151945705f, -1.343909279f, -0.756005281f, -0.245094179f,
-                               0.245094179f,  0.756005281f,  1.343909279f,  2.151945705f};
-
 // D's sign of coordinate i: a bit of SplitMix64's finalizer of i, so that the
 // flips have no structure the Hadamard transform could line up with.
 bool Flipped(int i) {
@@ -65,8 +56,6 @@ bool CodecFitsHead(int head_dim) {
 }
 
 int CodecBytes(int head_dim, int bits) { return head_dim * bits / 8 + 2; }
-
-const float* CodecLevels(int bits) { return bits == 4 ? kLevels4 : kLevels3; }
 
 void CodecRotate(float* x, int head_dim) {
   FlipSigns(x, head_dim);

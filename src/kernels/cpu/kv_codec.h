@@ -32,7 +32,15 @@ void CodecEncode(const float* x, int head_dim, int bits, uint8_t* out);
 // The coded vector, rotated: scale * level[code] per coordinate.
 void CodecDecodeRotated(const uint8_t* in, int head_dim, int bits, float* x_rotated);
 
-// The Lloyd-Max levels for a unit Gaussian, ascending: 16 for 4 bits, 8 for 3.
-const float* CodecLevels(int bits);
+// The Lloyd-Max levels of a unit Gaussian, ascending: 16 for 4 bits, 8 for
+// 3, from Lloyd's iteration in float64 (kv_types_test checks that they are
+// its fixed point). In the header: attention keeps them in registers.
+inline constexpr float kCodecLevels4[16] = {-2.732589571f, -2.069017227f, -1.618046386f, -1.256231197f,
+                                            -0.942340456f, -0.656759119f, -0.388048299f, -0.128395030f,
+                                            0.128395030f,  0.388048299f,  0.656759119f,  0.942340456f,
+                                            1.256231197f,  1.618046386f,  2.069017227f,  2.732589571f};
+inline constexpr float kCodecLevels3[8] = {-2.151945705f, -1.343909279f, -0.756005281f, -0.245094179f,
+                                           0.245094179f,  0.756005281f,  1.343909279f,  2.151945705f};
+inline const float* CodecLevels(int bits) { return bits == 4 ? kCodecLevels4 : kCodecLevels3; }
 
 }  // namespace kakeya

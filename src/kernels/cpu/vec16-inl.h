@@ -169,6 +169,24 @@ inline __attribute__((always_inline)) float Lane(const V& v, int i) {
     return i < 8 ? v.lo[i] : v.hi[i - 8];
   }
 }
+// The largest lane, by a > b ? a : b in a tree (a NaN lane may or may not
+// win; the scalar loop it replaces ignored them, and a NaN score makes the
+// row's weights NaN either way).
+template <typename V>
+inline __attribute__((always_inline)) float MaxLanes(const V& v) {
+  Float8x lo, hi;
+  if constexpr (std::is_same_v<V, Float16x>) {
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+  } else {
+    lo = v.lo, hi = v.hi;
+  }
+  const Float8x m8 = lo > hi ? lo : hi;
+  const Float4x a = __builtin_shufflevector(m8, m8, 0, 1, 2, 3), b = __builtin_shufflevector(m8, m8, 4, 5, 6, 7);
+  const Float4x m4 = a > b ? a : b;
+  const float m01 = m4[0] > m4[1] ? m4[0] : m4[1], m23 = m4[2] > m4[3] ? m4[2] : m4[3];
+  return m01 > m23 ? m01 : m23;
+}
 inline __attribute__((always_inline)) Halves ExpNonPositive(Halves x) {
   return {ExpNonPositiveLanes<Float8x, Int8x>(x.lo), ExpNonPositiveLanes<Float8x, Int8x>(x.hi)};
 }
