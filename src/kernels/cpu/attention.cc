@@ -197,72 +197,89 @@ inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* 
 #endif
 }
 
-// One head vector of `type` at p into out (F32 [dim]): the values
-// DecodeKvHead gives, 8 lanes at a time (the quantized types' heads are
-// multiples of 32, KvTypeUnfit).
+// The n head vectors of `type` at rows[0..n) into out (F32 [n, dim]): the
+// values DecodeKvHead gives, 8 lanes at a time (the quantized types' heads
+// are multiples of 32, KvTypeUnfit). One switch for the block, so that each
+// type's loop keeps its constants in registers (a switch and a scale
+// conversion per vector were a third of decoding).
 template <bool kF16c>
-inline __attribute__((always_inline)) void DecodeHead(KvType type, const uint8_t* p, int dim, float* out) {
-  auto store = [&](int i, Float8x f) __attribute__((always_inline)) { std::memcpy(out + i, &f, sizeof f); };
+inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_t* const* rows, int n, int dim,
+                                                       float* out) {
+  auto store = [](float* o, Float8x f) __attribute__((always_inline)) { std::memcpy(o, &f, sizeof f); };
   switch (type) {
     case KvType::kF32:
-      std::memcpy(out, p, sizeof(float) * dim);
+      for (int j = 0; j < n; ++j) std::memcpy(out + j * dim, rows[j], sizeof(float) * dim);
       return;
     case KvType::kF16:
-    case KvType::kBF16: {  // any head size: a scalar tail
-      const bool f16 = type == KvType::kF16;
-      int i = 0;
-      for (; i + 8 <= dim; i += 8) store(i, !f16 ? BF16Lanes(p + 2 * i) : kF16c ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i));
-      for (; i < dim; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, sizeof h);
-        out[i] = f16 ? F16ToF32(h) : BF16ToF32(h);
+    case KvType::kBF16:  // any head size: a scalar tail
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* p = rows[j];
+        float* o = out + j * dim;
+        const bool f16 = type == KvType::kF16;
+        int i = 0;
+        for (; i + 8 <= dim; i += 8) {
+          store(o + i, !f16 ? BF16Lanes(p + 2 * i) : kF16c ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i));
+        }
+        for (; i < dim; ++i) {
+          uint16_t h;
+          std::memcpy(&h, p + 2 * i, sizeof h);
+          o[i] = f16 ? F16ToF32(h) : BF16ToF32(h);
+        }
       }
       return;
-    }
     case KvType::kQ8_0:  // blocks of an F16 scale and 32 int8: d * q
-      for (int b = 0; b < dim / 32; ++b, p += 34) {
-        const float d = F16Scalar(p);
-        for (int e = 0; e < 32; e += 8) {
-          Byte8x q;
-          std::memcpy(&q, p + 2 + e, sizeof q);
-          store(32 * b + e, __builtin_convertvector(q, Float8x) * d);
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* p = rows[j];
+        for (int b = 0; b < dim / 32; ++b, p += 34) {
+          const float d = F16Scalar(p);
+          for (int e = 0; e < 32; e += 8) {
+            Byte8x q;
+            std::memcpy(&q, p + 2 + e, sizeof q);
+            store(out + j * dim + 32 * b + e, __builtin_convertvector(q, Float8x) * d);
+          }
         }
       }
       return;
     case KvType::kQ4_0:  // blocks of an F16 scale and 16 bytes: d * (low nibbles - 8), then the high ones
-      for (int b = 0; b < dim / 32; ++b, p += 18) {
-        const float d = F16Scalar(p);
-        for (int e = 0; e < 16; e += 8) {
-          UByte8x q;
-          std::memcpy(&q, p + 2 + e, sizeof q);
-          const UInt8x u = __builtin_convertvector(q, UInt8x);
-          store(32 * b + e, __builtin_convertvector(Int8x(u & 15u) - 8, Float8x) * d);
-          store(32 * b + 16 + e, __builtin_convertvector(Int8x(u >> 4) - 8, Float8x) * d);
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* p = rows[j];
+        for (int b = 0; b < dim / 32; ++b, p += 18) {
+          const float d = F16Scalar(p);
+          float* o = out + j * dim + 32 * b;
+          for (int e = 0; e < 16; e += 8) {
+            UByte8x q;
+            std::memcpy(&q, p + 2 + e, sizeof q);
+            const UInt8x u = __builtin_convertvector(q, UInt8x);
+            store(o + e, __builtin_convertvector(Int8x(u & 15u) - 8, Float8x) * d);
+            store(o + 16 + e, __builtin_convertvector(Int8x(u >> 4) - 8, Float8x) * d);
+          }
         }
       }
       return;
-    case KvType::kKakeya4:
-    case KvType::kKakeya3: {  // scale * level[code], the codes packed before the F16 scale
-      const int bits = type == KvType::kKakeya4 ? 4 : 3;
-      const float scale = F16Scalar(p + dim * bits / 8);
-      const float* levels = CodecLevels(bits);
-      for (int i = 0; i < dim; i += 8) {
-        UInt8x codes;
-        if (bits == 4) {  // 4 bytes, low nibble first: code k at bits 4k of their little-endian word
+    case KvType::kKakeya4:  // scale * level[code]: 4 bytes of codes per 8, low nibble first, then the F16 scale
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* p = rows[j];
+        const float scale = F16Scalar(p + dim / 2);
+        for (int i = 0; i < dim; i += 8) {
           uint32_t w;
           std::memcpy(&w, p + i / 2, sizeof w);
           const UInt8x shift = {0, 4, 8, 12, 16, 20, 24, 28};
-          codes = ((UInt8x{} + w) >> shift) & 15u;
-        } else {  // 3 bytes: 8 codes in 24 bits
+          store(out + j * dim + i, scale * LookUp(((UInt8x{} + w) >> shift) & 15u, kCodecLevels4, 16));
+        }
+      }
+      return;
+    case KvType::kKakeya3:  // the same at 3 bits: 8 codes in 3 bytes
+      for (int j = 0; j < n; ++j) {
+        const uint8_t* p = rows[j];
+        const float scale = F16Scalar(p + dim * 3 / 8);
+        for (int i = 0; i < dim; i += 8) {
           const uint8_t* q = p + i / 8 * 3;
           const uint32_t w = q[0] | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16;
           const UInt8x shift = {0, 3, 6, 9, 12, 15, 18, 21};
-          codes = ((UInt8x{} + w) >> shift) & 7u;
+          store(out + j * dim + i, scale * LookUp(((UInt8x{} + w) >> shift) & 7u, kCodecLevels3, 8));
         }
-        store(i, scale * LookUp(codes, levels, 1 << bits));
       }
       return;
-    }
   }
 }
 
@@ -332,32 +349,32 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   };
   // Pointers to the 16 F32 rows of block [p0, p1) of keys or values: in the
   // cache (F32 rows, the codec's sink), or decoded into `tile`. A partial
-  // block repeats its first row.
+  // block repeats its first row. A block's rows are all of one type: a
+  // codec's exact and sink rows are F32.
   // (always_inline: a lambda left out of line is compiled for the baseline
   // ISA, not the target this body is built for.)
   auto block_rows = [&](const float* (&out)[kLanes], int p0, int p1, bool read_coded, bool keys,
                         float* tile) __attribute__((always_inline)) {
     const int dim = keys ? s.head_dim : s.value_dim;
     const KvRows& rows = read_coded ? (keys ? kv.coded_k : kv.coded_v) : (keys ? kv.k : kv.v);
-    for (int p = p0; p < p0 + kLanes; ++p) {
-      const int q = p < p1 ? p : p0;
-      float* t = tile + size_t(p - p0) * dim;
-      const uint8_t* at;
+    const uint8_t* at[kLanes];
+    for (int p = p0; p < p1; ++p) {
       if (read_coded) {
-        at = rows.at(q, kv_head);
-      } else if (codec && q < kv.split.sink) {
-        at = (keys ? kv.sink_k : kv.sink_v).at(q, kv_head);
+        at[p - p0] = rows.at(p, kv_head);
+      } else if (codec && p < kv.split.sink) {
+        at[p - p0] = (keys ? kv.sink_k : kv.sink_v).at(p, kv_head);
       } else {
-        at = rows.at(q % kv.capacity, kv_head);
-      }
-      const KvType type = read_coded || !(codec && q < kv.split.sink) ? rows.type : KvType::kF32;
-      if (type == KvType::kF32) {
-        out[p - p0] = reinterpret_cast<const float*>(at);
-      } else {
-        if (p < p1 || p == p0) DecodeHead<kF16c>(type, at, dim, t);
-        out[p - p0] = p < p1 ? t : tile;
+        at[p - p0] = rows.at(p % kv.capacity, kv_head);
       }
     }
+    const int n = p1 - p0;
+    if (rows.type == KvType::kF32) {
+      for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<const float*>(at[i]);
+    } else {
+      DecodeHeads<kF16c>(rows.type, at, n, dim, tile);
+      for (int i = 0; i < n; ++i) out[i] = tile + size_t(i) * dim;
+    }
+    for (int i = n; i < kLanes; ++i) out[i] = out[0];
   };
   for (int i = 0; i < slots; ++i) max_score[i] = -std::numeric_limits<float>::infinity();
   if (codec) {
