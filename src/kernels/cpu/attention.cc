@@ -115,6 +115,17 @@ typedef uint32_t UInt8x __attribute__((vector_size(32)));
 typedef int8_t Byte8x __attribute__((vector_size(8)));
 typedef uint8_t UByte8x __attribute__((vector_size(8)));
 
+typedef int16_t Short8x __attribute__((vector_size(16)));
+
+// 8 bytes to 32-bit lanes, through 16-bit ones: GCC 12 widened 8-byte
+// vectors straight to 32 bits one lane at a time.
+inline __attribute__((always_inline)) Int8x Widen(Byte8x q) {
+  return __builtin_convertvector(__builtin_convertvector(q, Short8x), Int8x);
+}
+inline __attribute__((always_inline)) UInt8x Widen(UByte8x q) {
+  return __builtin_convertvector(__builtin_convertvector(q, UShort8x), UInt8x);
+}
+
 inline __attribute__((always_inline)) Float8x BitsToFloats(UInt8x bits) {
   Float8x f;
   std::memcpy(&f, &bits, sizeof f);
@@ -235,7 +246,7 @@ inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_
           for (int e = 0; e < 32; e += 8) {
             Byte8x q;
             std::memcpy(&q, p + 2 + e, sizeof q);
-            store(out + j * dim + 32 * b + e, __builtin_convertvector(q, Float8x) * d);
+            store(out + j * dim + 32 * b + e, __builtin_convertvector(Widen(q), Float8x) * d);
           }
         }
       }
@@ -249,7 +260,7 @@ inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_
           for (int e = 0; e < 16; e += 8) {
             UByte8x q;
             std::memcpy(&q, p + 2 + e, sizeof q);
-            const UInt8x u = __builtin_convertvector(q, UInt8x);
+            const UInt8x u = Widen(q);
             store(o + e, __builtin_convertvector(Int8x(u & 15u) - 8, Float8x) * d);
             store(o + 16 + e, __builtin_convertvector(Int8x(u >> 4) - 8, Float8x) * d);
           }
