@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -211,6 +212,9 @@ TEST(Cli, BadInputExitsWithStatus2AndAMessage) {
       {"run -m " + kTinyLlama + " -p hi -ctk q9", "unknown cache type 'q9'"},
       {"run -m " + kTinyLlama + " -p hi -ctk kakeya4", "-ctv"},
       {"perplexity -m " + kTinyLlama + " -f " + kFoxText + " --cache-type-v bogus", "--cache-type-v"},
+      {"bench depth -m " + kTinyLlama + " --cache-types f16,bogus", "unknown cache type 'bogus'"},
+      {"bench depth -m " + kTinyLlama + " --depth 0", "--depth"},
+      {"bench depth -m " + kTinyLlama + " --rows 1", "--rows"},
       {"chat -m " + garbage, "magic"},
       {"chat -m " + kTinyLlama + " -n -1", "-n -1"},
       {"chat -m " + kTinyLlama + " -c -5", "-c -5"},
@@ -333,6 +337,27 @@ TEST(Cli, BenchVerifyJsonHasTheDocumentedFields) {
     EXPECT_GT(row["ms"].get<double>(), 0.0);
     EXPECT_GT(row["gbps"].get<double>(), 0.0);
   }
+}
+
+TEST(Cli, BenchDepthComparesCacheTypesAtEachDepth) {
+  const std::string qwen3 = std::string(KAKEYA_FIXTURES) + "/models/tiny-qwen3-f32.gguf";
+  const CommandResult r = RunKakeya("bench depth -m " + qwen3 +
+                                    " --depth 40,300 --cache-types f32,f16,kakeya4/kakeya3 --reps 1 --rounds 2 -t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["results"].size(), 6u) << r.output;
+  std::map<std::string, size_t> per_token;
+  for (const auto& row : j["results"]) {
+    for (const char* field : {"decode_ms", "decode_tok_s", "verify_ms", "verify_steps"}) {
+      EXPECT_GT(row[field].get<double>(), 0.0) << field << " in " << row.dump();
+    }
+    EXPECT_GT(row["kv_bytes"].get<size_t>(), 0u);
+    per_token[row["cache_types"].get<std::string>()] = row["kv_bytes_per_token"].get<size_t>();
+  }
+  EXPECT_EQ(j["results"][0]["depth"], 40);
+  EXPECT_EQ(j["results"][5]["depth"], 300);
+  EXPECT_EQ(2 * per_token["f16/f16"], per_token["f32/f32"]);
+  EXPECT_LT(per_token["kakeya4/kakeya3"], per_token["f16/f16"] / 3.8) << r.output;
 }
 
 TEST(Cli, SpeculativeRunsReportTheirStatisticsAndKeepTheTokens) {

@@ -197,9 +197,12 @@ Runner AddBenchCommand(CLI::App& app) {
                    "Logits for the last row only, as a prompt prefill (and llama-bench's pp test) computes them; "
                    "default: every row's, as a verify step needs");
   verify->add_flag("--json", f->json, "Print one JSON object");
-  Runner spec_runner;
+  Runner spec_runner, depth_runner;
   CLI::App* spec = AddBenchSpecCommand(app, &spec_runner);
-  return [f, spec, spec_runner] { return spec->parsed() ? spec_runner() : BenchVerify(*f); };
+  CLI::App* depth = AddBenchDepthCommand(app, &depth_runner);
+  return [f, spec, spec_runner, depth, depth_runner] {
+    return spec->parsed() ? spec_runner() : depth->parsed() ? depth_runner() : BenchVerify(*f);
+  };
 }
 
 }  // namespace kakeya::cli
