@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "cache_flags.h"
 #include "commands.h"
+#include "engine/limits.h"
 #include "kernels/cpu/matmul.h"
 #include "engine/generate.h"
 #include "model/context.h"
@@ -46,7 +47,7 @@ int BenchVerify(const BenchFlags& f) {
   const int max_rows = *std::max_element(f.rows.begin(), f.rows.end());
   ContextOptions copts;
   copts.n_threads = f.threads > 0 ? f.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  copts.max_batch = std::max(max_rows, std::min(f.context, 512));
+  copts.max_batch = std::max(max_rows, std::min(f.context, kPrefillChunk));
   copts.max_logit_rows = max_rows;
   copts.cache_type_k = f.cache.k;
   copts.cache_type_v = f.cache.v;

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "commands.h"
+#include "engine/limits.h"
 #include "kernels/cpu/matmul.h"
 #include "machine.h"
 #include "median.h"
@@ -96,7 +97,8 @@ int BenchDepth(const DepthFlags& f) {
       if (!f.json) std::fprintf(stderr, "filling %d positions of %s...\n", depth, t.name.c_str());
       ContextOptions o;
       o.n_threads = threads;
-      o.max_batch = f.rows;
+      // Prefill's chunk, as run sizes it: a ring's and the codec's exact rows as run allocates them.
+      o.max_batch = std::max(f.rows, std::min(kPrefillChunk, depth + f.rows));
       o.max_logit_rows = f.rows;
       o.n_ctx = depth + f.rows;
       o.cache_type_k = t.k;

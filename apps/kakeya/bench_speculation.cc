@@ -147,7 +147,7 @@ int BenchSpec(SpecBenchFlags f) {
   ContextOptions copts;
   copts.n_threads = ThreadsOrDefault(f.threads);
   copts.n_ctx = longest + max_block;
-  copts.max_batch = std::max(max_block, std::min(512, copts.n_ctx));
+  copts.max_batch = std::max(max_block, std::min(kPrefillChunk, copts.n_ctx));
   copts.max_logit_rows = max_block;
   copts.cache_type_k = f.cache.k;
   copts.cache_type_v = f.cache.v;

@@ -45,7 +45,7 @@ int Chat(const ChatFlags& f) {
   ContextOptions copts;
   copts.n_ctx = ContextSizeOrDefault(f.n_ctx, model->hparams().n_ctx_train);
   copts.n_threads = ThreadsOrDefault(f.threads);
-  copts.max_batch = std::max(std::min(512, copts.n_ctx), kAdaptiveMaxBlock);
+  copts.max_batch = std::max(std::min(kPrefillChunk, copts.n_ctx), kAdaptiveMaxBlock);
   copts.max_logit_rows = kAdaptiveMaxBlock;
   copts.cache_type_k = f.cache.k;
   copts.cache_type_v = f.cache.v;

@@ -89,7 +89,7 @@ int Run(const RunFlags& f) {
   ContextOptions copts;
   copts.n_ctx = ContextSizeOrDefault(f.n_ctx, hp.n_ctx_train);
   copts.n_threads = ThreadsOrDefault(f.threads);
-  copts.max_batch = std::min(512, copts.n_ctx);
+  copts.max_batch = std::min(kPrefillChunk, copts.n_ctx);
   if (f.block_given && (f.block < 1 || f.block > kMaxBlock)) {
     Fail("--block ", f.block, " is out of range: give 1 .. ", kMaxBlock, " rows per verify step (omit it for adaptive)");
   }

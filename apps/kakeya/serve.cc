@@ -88,7 +88,7 @@ int Serve(const ServeFlags& f) {
   options.n_ctx = ContextSizeOrDefault(f.n_ctx, model->hparams().n_ctx_train);
   options.n_threads = ThreadsOrDefault(f.threads);
   options.max_queue = f.max_queue;
-  options.max_step_rows = std::min(512, options.n_ctx);
+  options.max_step_rows = std::min(kPrefillChunk, options.n_ctx);
   options.max_block = kAdaptiveMaxBlock;
   options.cache_type_k = f.cache.k;
   options.cache_type_v = f.cache.v;

@@ -25,6 +25,13 @@ static_assert(kCodecExact > kMaxBlock, "a verify block could roll back a coded p
 // policy's best length stays well below 16; DFlash's published block is 16.
 inline constexpr int kAdaptiveMaxBlock = 16;
 
+// Rows of one prefill forward (a prompt runs in chunks of this many), and so
+// the rows a context may append before a commit: a ring layer keeps window +
+// this many rows, a coded layer 256 + 16 + this many exact ones. llama.cpp's
+// default -ub is 512 too; larger chunks add scratch and ring rows, not speed,
+// once the weights are read at the memory roofline.
+inline constexpr int kPrefillChunk = 512;
+
 // Context positions when -c is not given: the model's training context, at
 // most this many (llama.cpp's default -c too). A model trained at 128k would
 // otherwise allocate a cache of 128k positions per sequence up front (F32 K/V:
