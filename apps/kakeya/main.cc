@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   add("tokenize", "Print the token ids of a text", kakeya::cli::AddTokenizeCommand);
   add("perplexity", "Held-out cross-entropy of a model on text files", kakeya::cli::AddPerplexityCommand);
   add("bench",
-      "Measure speed: `kakeya bench verify` (one forward over N rows against the memory roofline) or "
-      "`kakeya bench spec` (speculation against plain decoding on a workload, with identity and degeneration gates)",
+      "Measure speed: `kakeya bench verify` (one forward over N rows against the memory roofline), "
+      "`kakeya bench spec` (speculation against plain decoding on a workload, with identity and degeneration "
+      "gates) or `kakeya bench depth` (decode and verify at depth, KV cache types side by side)",
       kakeya::cli::AddBenchCommand);
 
   try {
