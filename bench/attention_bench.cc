@@ -33,10 +33,8 @@ struct Layer {
 Layer MakeLayer(KvType k_type, KvType v_type, int depth, int rows) {
   const LayerCacheShape shape{0, kKvHeads, kHeadDim, kHeadDim, k_type, v_type};
   const int n_ctx = depth + rows;
-  const bool coded = IsCodec(k_type) && IsCodec(v_type);
-  const int capacity = coded ? std::min(n_ctx, kCodecExact + kCodedBlock + rows) : n_ctx;
   Layer layer;
-  layer.cache = std::make_unique<LayerCache>(shape, capacity, n_ctx);
+  layer.cache = std::make_unique<LayerCache>(shape, LayerCapacity(shape, n_ctx, rows), n_ctx);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal;
   std::vector<float> k(kKvHeads * kHeadDim), v(kKvHeads * kHeadDim);

@@ -7,6 +7,16 @@
 #include "base/error.h"
 
 namespace kakeya {
+namespace {
+
+// Codes old positions: a full-attention layer whose types are both the codec's.
+bool CodesOldPositions(const LayerCacheShape& s) { return s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type); }
+// The type of the ring's rows: a codec type's exact rows are F32 (a ring
+// layer with the codec's types too: its window bounds it, coding it would
+// not save its bytes).
+KvType ExactRowType(KvType t) { return IsCodec(t) ? KvType::kF32 : t; }
+
+}  // namespace
 
 void LayerCache::Free::operator()(uint8_t* p) const { std::free(p); }
 
@@ -26,12 +36,9 @@ LayerCache::Plane LayerCache::MakePlane(KvType type, int dim, int slots) const {
 
 LayerCache::LayerCache(const LayerCacheShape& shape, int capacity, int n_ctx)
     : shape_(shape), capacity_(capacity), positions_(shape.window > 0 ? 0 : n_ctx) {
-  const bool coded = shape.window == 0 && IsCodec(shape.k_type) && IsCodec(shape.v_type) && shape.n_head_kv > 0;
-  // A coded layer keeps its exact rows in F32; a ring layer with the codec's
-  // types too (the window bounds it: coding it would not save its bytes).
-  k_ = MakePlane(IsCodec(shape.k_type) ? KvType::kF32 : shape.k_type, shape.head_dim, capacity);
-  v_ = MakePlane(IsCodec(shape.v_type) ? KvType::kF32 : shape.v_type, shape.value_dim, capacity);
-  if (!coded) return;
+  k_ = MakePlane(ExactRowType(shape.k_type), shape.head_dim, capacity);
+  v_ = MakePlane(ExactRowType(shape.v_type), shape.value_dim, capacity);
+  if (!CodesOldPositions(shape) || shape.n_head_kv == 0) return;
   split_ = {kCodecSink, kCodecExact};
   coded_end_ = split_.sink;
   coded_k_ = MakePlane(shape.k_type, shape.head_dim, n_ctx);
@@ -95,20 +102,17 @@ size_t LayerCache::fixed_bytes() const {
 }
 
 int LayerCapacity(const LayerCacheShape& s, int n_ctx, int max_pending) {
-  const bool coded = s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type);
-  return s.window > 0 ? std::min(n_ctx, s.window + max_pending)
-         : coded      ? std::min(n_ctx, kCodecExact + kCodedBlock + max_pending)
-                      : n_ctx;
+  return s.window > 0             ? std::min(n_ctx, s.window + max_pending)
+         : CodesOldPositions(s) ? std::min(n_ctx, kCodecExact + kCodedBlock + max_pending)
+                                : n_ctx;
 }
 
 size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending) {
   size_t total = 0;
   for (const LayerCacheShape& s : layers) {
     const size_t ring = size_t(LayerCapacity(s, n_ctx, max_pending)) * s.n_head_kv;
-    const KvType k_exact = IsCodec(s.k_type) ? KvType::kF32 : s.k_type;
-    const KvType v_exact = IsCodec(s.v_type) ? KvType::kF32 : s.v_type;
-    total += ring * (KvHeadBytes(k_exact, s.head_dim) + KvHeadBytes(v_exact, s.value_dim));
-    if (s.window == 0 && IsCodec(s.k_type) && IsCodec(s.v_type)) {  // coded rows, sink rows
+    total += ring * (KvHeadBytes(ExactRowType(s.k_type), s.head_dim) + KvHeadBytes(ExactRowType(s.v_type), s.value_dim));
+    if (CodesOldPositions(s)) {  // coded rows, sink rows
       total += size_t(n_ctx) * s.n_head_kv * (KvHeadBytes(s.k_type, s.head_dim) + KvHeadBytes(s.v_type, s.value_dim));
       total += size_t(kCodecSink) * s.n_head_kv * sizeof(float) * (s.head_dim + s.value_dim);
     }

@@ -224,7 +224,8 @@ void DFlashDrafter::AllocateBuffers(int n_ctx) {
   const int capacity = n_ctx + block_size_;
   capacity_ = capacity;
   for (size_t il = 0; il < layers_.size(); ++il) {
-    cache_.push_back({Buffer<float>(size_t(capacity) * a.k_width()), Buffer<float>(size_t(capacity) * a.v_width())});
+    cache_.push_back({a.k_width(), a.v_width(), Buffer<float>(size_t(capacity) * a.k_width()),
+                      Buffer<float>(size_t(capacity) * a.v_width())});
   }
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
   attention_floats_ = AttendScratchFloats(shape, a.max_rows_per_task(), capacity);
@@ -290,12 +291,11 @@ void DFlashDrafter::InjectContext(const Context& target, int row0, int pos0, int
   for (size_t il = 0; il < layers_.size(); ++il) {
     const Layer& L = layers_[il];
     ContextRows& cache = cache_[il];
-    float* const k = cache.k.get() + size_t(pos0) * L.attn.k_width();
     if (L.wv.data != nullptr) {
-      const MatMulOutput kv[] = {{&L.wk, k}, {&L.wv, cache.v.get() + size_t(pos0) * L.attn.v_width()}};
+      const MatMulOutput kv[] = {{&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
       MatMulSharedInput(kv, g, n, matmul_.get(), pool_);
     } else {
-      MatMul(L.wk, g, n, k, matmul_.get(), pool_);
+      MatMul(L.wk, g, n, cache.key(pos0), matmul_.get(), pool_);
     }
     StoreKeysValues(L, cache, pos0, n);
   }
@@ -312,8 +312,8 @@ void DFlashDrafter::PrepareAngles(int pos0, int n) {
 void DFlashDrafter::StoreKeysValues(const Layer& L, ContextRows& cache, int pos0, int n) {
   const AttentionSpec& a = L.attn;
   for (int i = 0; i < n; ++i) {
-    float* k = cache.k.get() + size_t(pos0 + i) * a.k_width();
-    float* v = cache.v.get() + size_t(pos0 + i) * a.v_width();
+    float* k = cache.key(pos0 + i);
+    float* v = cache.value(pos0 + i);
     if (a.values_from_keys) {
       std::memcpy(v, k, sizeof(float) * a.v_width());  // before the key norm
       for (int h = 0; h < a.n_head_kv; ++h)
@@ -361,13 +361,11 @@ void DFlashDrafter::RmsNormRows(const float* in, const float* weight, int n, flo
 void DFlashDrafter::BlockAttention(const Layer& L, ContextRows& cache, int pos0, int rows) {
   const AttentionSpec& a = L.attn;
   float* const q = q_.get();
-  float* const k = cache.k.get() + size_t(pos0) * a.k_width();
-  float* const v = cache.v.get() + size_t(pos0) * a.v_width();
   if (L.wv.data != nullptr) {
-    const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+    const MatMulOutput qkv[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}, {&L.wv, cache.value(pos0)}};
     MatMulSharedInput(qkv, normed_.get(), rows, matmul_.get(), pool_);
   } else {
-    const MatMulOutput qk[] = {{&L.wq, q}, {&L.wk, k}};
+    const MatMulOutput qk[] = {{&L.wq, q}, {&L.wk, cache.key(pos0)}};
     MatMulSharedInput(qk, normed_.get(), rows, matmul_.get(), pool_);
   }
   for (int r = 0; r < rows; ++r) {
@@ -382,7 +380,8 @@ void DFlashDrafter::BlockAttention(const Layer& L, ContextRows& cache, int pos0,
   // values once for all its rows (a task per row read them once per row,
   // the whole context's for every row of the block).
   const AttentionShape shape{a.n_head, a.n_head_kv, a.head_dim, a.value_dim, a.scale, 0.0f};
-  const KvView kv = F32KvView(cache.k.get(), a.k_width(), a.head_dim, cache.v.get(), a.v_width(), a.value_dim, capacity_);
+  const KvView kv =
+      F32KvView(cache.k.get(), a.k_width(), a.head_dim, cache.v.get(), a.v_width(), a.value_dim, capacity_);
   const int per_task = a.rows_per_task(rows, pool_.size());
   const int chunks = (rows + per_task - 1) / per_task;
   pool_.Run(int64_t(chunks) * a.n_head_kv, [&](int64_t task, int thread) {

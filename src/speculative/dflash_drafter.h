@@ -64,8 +64,11 @@ class DFlashDrafter final : public Drafter {
   // One layer's context keys and values: plain F32 rows, every head of a
   // position together, so that the projections are written straight into them.
   struct ContextRows {
+    int k_width = 0, v_width = 0;
     Buffer<float> k;  // F32 [capacity, k_width]
     Buffer<float> v;  // F32 [capacity, v_width]
+    float* key(int pos) { return k.get() + size_t(pos) * k_width; }
+    float* value(int pos) { return v.get() + size_t(pos) * v_width; }
   };
   void Load(const std::string& path);
   void AllocateBuffers(int n_ctx);

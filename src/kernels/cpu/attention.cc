@@ -387,6 +387,14 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     }
     for (int i = n; i < kLanes; ++i) out[i] = out[0];
   };
+  // Whether some row reads block [p0, p1) exact, and whether some row reads it coded.
+  auto wanted = [&](int p0, int p1, bool* exact, bool* coded_too) __attribute__((always_inline)) {
+    *exact = *coded_too = false;
+    for (int r = 0; r < rows.n_rows; ++r) {
+      int lo, hi;
+      if (visible(r, p0, p1, &lo, &hi)) (coded(r, p0) ? *coded_too : *exact) = true;
+    }
+  };
   for (int i = 0; i < slots; ++i) max_score[i] = -std::numeric_limits<float>::infinity();
   if (codec) {
     for (int r = 0; r < rows.n_rows; ++r) {
@@ -402,11 +410,8 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   // Scores, and each (row, head)'s running maximum in key order.
   for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
     const int p1 = std::min(p0 + kLanes, last_pos + 1);
-    bool want_exact = false, want_coded = false;
-    for (int r = 0; r < rows.n_rows; ++r) {
-      int lo, hi;
-      if (visible(r, p0, p1, &lo, &hi)) (coded(r, p0) ? want_coded : want_exact) = true;
-    }
+    bool want_exact, want_coded;
+    wanted(p0, p1, &want_exact, &want_coded);
     // Exact and coded keys of one block never both need the tile: a codec's
     // exact rows are F32, read in place.
     const float* exact_k[kLanes];
@@ -447,11 +452,8 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   // rotated sums).
   for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
     const int p1 = std::min(p0 + kLanes, last_pos + 1);
-    bool want_exact = false, want_coded = false;
-    for (int r = 0; r < rows.n_rows; ++r) {
-      int lo, hi;
-      if (visible(r, p0, p1, &lo, &hi)) (coded(r, p0) ? want_coded : want_exact) = true;
-    }
+    bool want_exact, want_coded;
+    wanted(p0, p1, &want_exact, &want_coded);
     const float* exact_v[kLanes];
     const float* coded_v[kLanes];
     if (want_exact) block_rows(exact_v, p0, p1, false, false, tile_v);
@@ -515,6 +517,5 @@ void AttendKvHead(const AttentionShape& s, int kv_head, const AttentionRows& row
 #endif
   AttendKvHeadBody<Halves, false>(s, kv_head, rows, kv, scratch);
 }
-#undef KAKEYA_PER_ISA
 
 }  // namespace kakeya
