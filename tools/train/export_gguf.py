@@ -95,7 +95,7 @@ def export(model, sp, path, name, f16=False, matrix_type=None, license=STDLIB_LI
 
 
 def load_checkpoint(path):
-    ckpt = torch.load(path, map_location="cpu")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
     model = Gemma3(Config(**ckpt["config"]))
     model.load_state_dict({k: v.float() for k, v in ckpt["model"].items()})
     return model

@@ -6,6 +6,7 @@ plain copy of the weights: norm weights are used as x_hat * w (no Gemma "1 + w")
 not permuted (NEOX rope pairs x[i] with x[i + d/2]), and the output head is the embedding.
 """
 import math
+import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -79,7 +80,8 @@ def attention_mask(n_ctx, window):
     return allowed
 
 
-HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0 (not Debian's 1.13)
+# torch >= 2.0 (not Debian's 1.13); KAKEYA_NO_SDPA=1 takes the written-out path (gen2-run.sh's fallback).
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention") and not os.environ.get("KAKEYA_NO_SDPA")
 
 
 def full_attention(q, k, v, mask):
@@ -164,7 +166,8 @@ class Block(nn.Module):
         q = self.q_norm(q).to(v.dtype).transpose(1, 2)
         k = self.k_norm(k).to(v.dtype).transpose(1, 2)
         v = v.transpose(1, 2)
-        q, k = apply_rope_neox(q, cos, sin), apply_rope_neox(k, cos, sin)
+        # The float32 rope tables promote q and k; SDPA wants one dtype for q, k and v.
+        q, k = apply_rope_neox(q, cos, sin).to(v.dtype), apply_rope_neox(k, cos, sin).to(v.dtype)
         if self.swa and T > 2 * cfg.sliding_window:
             y = local_attention(q, k, v, cfg.sliding_window)
         elif HAS_SDPA and q.is_cuda:

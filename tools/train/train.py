@@ -55,7 +55,7 @@ PRESETS = {
                              sliding_window=512),
                  draft=dict(n_embd=320, n_layer=2, n_head=5, n_head_kv=1, n_ff=960, n_ctx=4096, sliding_window=512),
                  steps=8000, draft_steps=3000, distill_steps=3000, batch=16, vocab=16000, lr=1e-3,
-                 eval_every=500, ckpt_every=500, budget_s=330, draft_budget_s=60, distill_budget_s=60, tokens=True,
+                 eval_every=1000, ckpt_every=1000, budget_s=330, draft_budget_s=50, distill_budget_s=50, tokens=True,
                  eval_tokens=1 << 18, name="kakeya-pycode"),
     # The same code path on 2 CPU cores in minutes: the gen2 layout (12 layers, 5:1 sliding and
     # global, GQA) scaled down, 1,024 tokens of context.
@@ -241,7 +241,7 @@ def resume_state(path, steps):
     """(state to continue from or None, finished?)"""
     if not os.path.exists(path):
         return None, False
-    state = torch.load(path, map_location="cpu")
+    state = torch.load(path, map_location="cpu", weights_only=False)
     return state, state["step"] >= state.get("total", steps)
 
 
