@@ -6,7 +6,9 @@
 
 --source code (default): prompts are function starts cut from Python files outside the shipped
 model's training corpus (the Python standard library): Debian's /usr/lib/python3/dist-packages.
-Each prompt is the 24 lines before a top-level `def` plus the `def` line. --source prose:
+Each prompt is the 24 lines before a top-level `def` plus the `def` line. --source heldout: the
+same cuts from the packages no second-generation model was trained on
+(tools/train/heldout-prompts.jsonl; -m/--draft pick that pair). --source prose:
 paragraphs of English (/usr/share/common-licenses/GPL-3), where no drafter should help;
 --source shuffled: the same words in random order. Every configuration
 runs every prompt once per round, rounds alternate the configurations, and the figures are
@@ -46,6 +48,14 @@ def prompts(n, lines_before=24):
     return out
 
 
+def heldout_prompts(n):
+    with open(os.path.join(ROOT, "tools", "train", "heldout-prompts.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
+    if len(rows) < n:
+        sys.exit(f"tools/train/heldout-prompts.jsonl holds {len(rows)} prompts, fewer than --prompts {n}")
+    return [(r["pkg"] + "/" + r["path"], r["prompt"]) for r in rows[:n]]
+
+
 def prose_prompts(n, shuffled):
     import random
     with open("/usr/share/common-licenses/GPL-3", encoding="utf-8") as f:
@@ -61,9 +71,13 @@ def prose_prompts(n, shuffled):
     return out
 
 
-def run(kakeya, prompt_file, spec, block, n, threads):
+def run(kakeya, prompt_file, spec, block, n, threads, model=None, draft=None):
     cmd = [kakeya, "run", "-f", prompt_file, "-n", str(n), "--temp", "0", "--json", "-t", str(threads),
            "--ignore-eos", "--spec", spec]
+    if model:
+        cmd += ["-m", model]
+    if draft and spec not in ("none", "ngram"):  # prompt lookup takes no file
+        cmd += ["--draft", draft]
     if block > 0:
         cmd += ["--block", str(block)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -79,7 +93,9 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--source", choices=["code", "prose", "shuffled"], default="code")
+    ap.add_argument("--source", choices=["code", "heldout", "prose", "shuffled"], default="code")
+    ap.add_argument("-m", "--model", help="target GGUF (default: kakeya's default model)")
+    ap.add_argument("--draft", help="drafter GGUF passed to every speculative run (--draft)")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
 
@@ -87,7 +103,12 @@ def main():
     for spec in a.specs.split(","):
         if spec != "none":
             configs += [(spec, int(b)) for b in a.blocks.split(",")]
-    cases = prompts(a.prompts) if a.source == "code" else prose_prompts(a.prompts, a.source == "shuffled")
+    if a.source == "code":
+        cases = prompts(a.prompts)
+    elif a.source == "heldout":
+        cases = heldout_prompts(a.prompts)
+    else:
+        cases = prose_prompts(a.prompts, a.source == "shuffled")
     tmp = tempfile.mkdtemp(prefix="kakeya-drafters-")
     files = []
     for k, (_, text) in enumerate(cases):
@@ -103,7 +124,7 @@ def main():
         for c in configs:
             tokens = ms = steps = accepted = 0
             for k, pf in enumerate(files):
-                d = run(a.kakeya, pf, c[0], c[1], a.n, a.threads)
+                d = run(a.kakeya, pf, c[0], c[1], a.n, a.threads, a.model, a.draft)
                 tokens += len(d["tokens"]) - 1
                 ms += d["timings"]["decode_ms"]
                 if c[0] == "none":

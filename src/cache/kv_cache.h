@@ -93,6 +93,7 @@ class LayerCache {
 
  private:
   struct Free {
+    void* block;  // what calloc returned; the buffer starts at its first 64-byte boundary
     void operator()(uint8_t* p) const;
   };
   using Buffer = std::unique_ptr<uint8_t, Free>;

@@ -14,8 +14,9 @@
 # DEADLINE_S=N: the whole script should end N seconds after it starts (a device call's limit):
 # the target's training budget is what is left once the draft model, the export and the recall
 # are set aside. RETURN=DIR: the log and what fits of the results are copied there as soon as
-# they exist. When training fails (an untried CUDA path), it is run again once on the
-# written-out attention (KAKEYA_NO_SDPA=1); finished checkpoints are kept.
+# they exist. On CUDA the target is trained through torch.compile (COMPILE=0: not); when that
+# fails, training runs again once without it (the eager path that trained the first run);
+# finished checkpoints are kept.
 set -eu
 pack=${1:?usage: gen2-run.sh PACK OUT [PRESET] [train.py options]}
 out=${2:?usage: gen2-run.sh PACK OUT [PRESET] [train.py options]}
@@ -43,9 +44,13 @@ train() {
   # shellcheck disable=SC2086
   "$py" "$here/train.py" --out "$out" --preset "$preset" --tokens "$tokens" --train-only $budget "$@"
 }
-if ! train "$@"; then
-  echo "gen2-run: training failed after $(elapsed) s; again on the written-out attention"
-  KAKEYA_NO_SDPA=1 train "$@"
+compile=
+[ "${COMPILE:-1}" = 0 ] || [ "$preset" != gen2 ] || compile=--compile
+# shellcheck disable=SC2086
+if ! train $compile "$@"; then
+  [ -n "$compile" ] || exit 1
+  echo "gen2-run: training failed after $(elapsed) s; again without torch.compile"
+  train "$@"
 fi
 echo "gen2-run: trained in $(elapsed) s"
 

@@ -6,7 +6,6 @@ plain copy of the weights: norm weights are used as x_hat * w (no Gemma "1 + w")
 not permuted (NEOX rope pairs x[i] with x[i + d/2]), and the output head is the embedding.
 """
 import math
-import os
 from dataclasses import asdict, dataclass
 
 import torch
@@ -80,8 +79,7 @@ def attention_mask(n_ctx, window):
     return allowed
 
 
-# torch >= 2.0 (not Debian's 1.13); KAKEYA_NO_SDPA=1 takes the written-out path (gen2-run.sh's fallback).
-HAS_SDPA = hasattr(F, "scaled_dot_product_attention") and not os.environ.get("KAKEYA_NO_SDPA")
+HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0 (not Debian's 1.13)
 
 
 def full_attention(q, k, v, mask):

@@ -123,7 +123,8 @@ def run_kakeya(args, prompt):
         f.flush()
         out = subprocess.run([args.kakeya, "run", "-m", args.model, "-f", f.name, "-n", str(args.n_predict),
                               "--temp", "0", "--spec", "none", "--json", "-c", str(args.ctx),
-                              "-t", str(args.threads)], check=True, capture_output=True, text=True).stdout
+                              "-t", str(args.threads), *args.kakeya_args.split()],
+                             check=True, capture_output=True, text=True).stdout
     return json.loads(out)["text"]
 
 
@@ -152,6 +153,9 @@ def main():
     ap.add_argument("--text", required=True, help="held-out text: debian_corpus.py's heldout.jsonl or a folder of .py")
     ap.add_argument("--engine", choices=["kakeya", "torch"], default="kakeya")
     ap.add_argument("--kakeya", default=DEFAULT_KAKEYA)
+    ap.add_argument("--kakeya-args", default="", metavar="ARGS",
+                    help="more options for `kakeya run`, e.g. \"-ctk kakeya4 -ctv kakeya3\" (the codec's recall "
+                         "against the exact cache's, trial by trial: the same --seed gives the same prompts)")
     ap.add_argument("--tokenizer", help="tokenizer.model (required by --engine torch; else kakeya tokenizes)")
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--margin", type=int, default=24, help="tokens left for the answer")
@@ -160,14 +164,21 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--json", help="write the trials and the score here")
+    ap.add_argument("--only-recalled-in", metavar="JSON",
+                    help="run only the trials that this earlier --json (same --seed, --trials, --ctx) recalled: the "
+                         "recall gate of a KV cache type against the exact cache's run")
     args = ap.parse_args()
     if args.engine == "torch" and not args.tokenizer:
         sys.exit("--engine torch needs --tokenizer")
     files = load_files(args.text)
     count = Counter(args)
     engine = TorchEngine(args) if args.engine == "torch" else (lambda p: run_kakeya(args, p))
+    wanted = range(args.trials)
+    if args.only_recalled_in:
+        with open(args.only_recalled_in) as f:
+            wanted = [t["trial"] for t in json.load(f)["trials_detail"] if t["ok"]]
     t0, hits, rows = time.time(), 0, []
-    for i in range(args.trials):
+    for i in wanted:
         trial = make_trial(files, i, args.trials, args.ctx - args.margin, count, args.seed)
         completion = engine(trial.pop("prompt"))
         ok = completion.startswith(trial["value"] + '"')
@@ -179,8 +190,8 @@ def main():
     for r in rows:
         b = min(4, int(r["actual_depth"] * 5))
         by_depth.setdefault(f"{b * 20}-{b * 20 + 20}%", []).append(r["ok"])
-    report = {"model": args.model, "engine": args.engine, "ctx": args.ctx, "trials": args.trials,
-              "exact": hits, "rate": hits / args.trials,
+    report = {"model": args.model, "engine": args.engine, "kakeya_args": args.kakeya_args, "ctx": args.ctx,
+              "trials": len(rows), "exact": hits, "rate": hits / max(1, len(rows)),
               "by_depth": {k: f"{sum(v)}/{len(v)}" for k, v in sorted(by_depth.items())},
               "mean_prompt_tokens": sum(r["tokens"] for r in rows) / len(rows),
               "seconds": round(time.time() - t0, 1), "trials_detail": rows}

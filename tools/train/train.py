@@ -147,6 +147,11 @@ def batch(stream, n_ctx, batch_size, seed, step, device):
     return rows[:, :-1], rows[:, 1:]
 
 
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def lr_at(step, total, peak):
     """Linear warm-up over 5% of the steps, cosine decay to 10% of the peak."""
     warm = max(1, total // 20)
@@ -165,21 +170,23 @@ def make_optimizer(model, lr):
 
 
 def train_loop(name, model, loss_fn, steps, peak_lr, ckpt_path, args, device, start=None, validate=None,
-               budget_s=None, on_total=None):
+               budget_s=None, plan=None, meta=None):
     """Runs steps of loss_fn(step) with AdamW, printing progress and checkpointing.
     validate(): validation loss, every eval_every steps; the model ends as the best one seen.
     budget_s: the step count (and so the schedule) is fixed after 15 timed steps (the first 5
     not counted) so that the loop ends within budget_s seconds; it is saved in the checkpoint.
-    on_total(total) is told the step count whenever it is set."""
+    plan(step, seconds_per_step, seconds_left) -> step count replaces "the steps that fit" when
+    later steps cost more than the timed ones (the draft model's distillation); meta: a dict
+    saved with the checkpoint and restored from it (what plan decided)."""
     opt = make_optimizer(model, peak_lr)
     first, best, total = 0, None, steps
     if start is not None:
         model.load_state_dict(start["model"])
         opt.load_state_dict(start["optim"])
         first, best, total = start["step"], start.get("best"), start.get("total", steps)
+        if meta is not None:
+            meta.update(start.get("meta", {}))
         budget_s = None  # the schedule was fixed by the first run
-    if on_total is not None:
-        on_total(total)
     eval_every = PRESETS[args.preset]["eval_every"]
     tokens_per_step = args.batch * model.cfg.n_ctx
     t0, t_probe, losses = time.time(), None, []
@@ -198,15 +205,14 @@ def train_loop(name, model, loss_fn, steps, peak_lr, ckpt_path, args, device, st
         step += 1
         done = step - first
         if budget_s is not None and done in (5, 15):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            sync(device)
             if done == 5:
                 t_probe = time.time()
             else:
                 per_step = (time.time() - t_probe) / 10
-                total = max(step + 1, min(steps, int(step + (budget_s - (time.time() - t0)) / per_step)))
-                if on_total is not None:
-                    on_total(total)
+                left = budget_s - (time.time() - t0)
+                fit = plan(step, per_step, left) if plan is not None else step + left / per_step
+                total = max(step + 1, min(steps, int(fit)))
                 print(f"[{name}] {per_step * 1000:.0f} ms/step: {total} steps fit the {budget_s:.0f} s budget "
                       f"({total * tokens_per_step / 1e6:.1f} M tokens)", flush=True)
         if done % 10 == 0 or step == total:
@@ -226,14 +232,15 @@ def train_loop(name, model, loss_fn, steps, peak_lr, ckpt_path, args, device, st
         if step == total and best is not None:
             model.load_state_dict(best["model"])  # what gets saved as finished, exported and shipped
         if step % PRESETS[args.preset].get("ckpt_every", 100) == 0 or step == total:
-            save(ckpt_path, model, opt, step, best, total)
+            save(ckpt_path, model, opt, step, best, total, meta)
     return losses, best
 
 
-def save(path, model, opt, step, best=None, total=None):
+def save(path, model, opt, step, best=None, total=None, meta=None):
     tmp = path + ".tmp"
     torch.save({"config": model.cfg.to_dict(), "model": model.state_dict(), "optim": opt.state_dict(),
-                "step": step, "best": best, "total": total if total is not None else step}, tmp)
+                "step": step, "best": best, "total": total if total is not None else step, "meta": meta or {}},
+               tmp)
     os.replace(tmp, path)  # never leave a half-written checkpoint
 
 
@@ -294,7 +301,7 @@ def train_draft(args, stream, target, device, path):
     def loss_fn(step):
         x, y = batch(stream, model.cfg.n_ctx, args.batch, args.seed + 7, step, device)
         logits = model(x).flatten(0, 1)
-        if step < args.draft_steps:
+        if step < meta["draft_steps"]:  # set by plan, or restored from the checkpoint
             return F.cross_entropy(logits, y.flatten())
         with torch.no_grad():
             teacher = target(x).flatten(0, 1).log_softmax(-1)
@@ -302,13 +309,31 @@ def train_draft(args, stream, target, device, path):
 
     P = PRESETS[args.preset]
     budget = (P["draft_budget_s"] + P["distill_budget_s"]) if "draft_budget_s" in P else None
-    ce_share = args.draft_steps / total
+    meta = {"draft_steps": args.draft_steps}
 
-    def on_total(n):  # a budget fixes the step count: corpus CE keeps its share of the steps
-        args.draft_steps = int(round(n * ce_share))
+    def plan(step, per_step, left):
+        # A distillation step is a corpus step plus the target's forward pass (timed here): each
+        # phase gets its own share of the budget (the first GPU run gave both the corpus steps'
+        # rate and overran its budget by 2.4x).
+        x, _ = batch(stream, model.cfg.n_ctx, args.batch, args.seed + 7, 0, device)
+        with torch.no_grad(), autocast(device):
+            target(x)
+            sync(device)
+            t = time.time()
+            for _ in range(3):
+                target(x)
+            sync(device)
+        per_distill = per_step + (time.time() - t) / 3
+        corpus_left = max(0.0, left - P["distill_budget_s"])
+        meta["draft_steps"] = args.draft_steps = step + int(corpus_left / per_step)
+        distill = int(P["distill_budget_s"] / per_distill)
+        print(f"[draft] distillation {per_distill * 1000:.0f} ms/step: {args.draft_steps} corpus steps, "
+              f"{distill} distillation steps", flush=True)
+        return args.draft_steps + distill
 
     losses, _ = train_loop("draft", model, loss_fn, total, P["lr"], path, args, device, state,
-                           budget_s=budget, on_total=on_total)
+                           budget_s=budget, plan=plan if budget else None, meta=meta)
+    args.draft_steps = meta["draft_steps"]
     return model, {"last_distill_kl": sum(losses[-10:]) / len(losses[-10:])}
 
 
