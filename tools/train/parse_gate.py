@@ -13,9 +13,7 @@ import argparse
 import ast
 import json
 import os
-import subprocess
 import sys
-import tempfile
 
 import verify
 
@@ -59,13 +57,9 @@ def main():
         rows = [json.loads(line) for line in f]
     results = []
     for i, row in enumerate(rows):
-        with tempfile.NamedTemporaryFile("w", suffix=".py", encoding="utf-8") as f:
-            f.write(row["prompt"])
-            f.flush()
-            cmd = [a.kakeya, "run", "-m", a.model, "-f", f.name, "-n", str(a.n), "--temp", "0", "--ignore-eos",
-                   "--json", "-t", str(a.threads)]
-            cmd += ["--spec", "auto", "--draft", a.draft] if a.draft else ["--spec", "none"]
-            text = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)["text"]
+        spec = ["--spec", "auto", "--draft", a.draft] if a.draft else ["--spec", "none"]
+        text = verify.kakeya_json(a.kakeya, "run", "-m", a.model, "-p", row["prompt"], "-n", str(a.n), "--temp", "0",
+                                  "--ignore-eos", "-t", str(a.threads), *spec)["text"]
         def_line = row["prompt"].rstrip("\n").split("\n")[-1]
         ok = parses(function_text(def_line, text))
         bad = verify.degenerate(text)
