@@ -9,8 +9,9 @@
 #                                 tests (no *Slow* ones), per target
 #   scripts/test-arm.sh --target T   one target only (with or without --quick)
 #   scripts/test-arm.sh --kernels      builds only the kernel tests and runs them
-#                                 once: they run every ARM target themselves
-#                                 (CI's ARM part, about 4 minutes on 2 cores)
+#                                 once: they run every ARM target themselves;
+#                                 with them cross_target_test on five models,
+#                                 against the x86 build's hashes (CI's ARM part)
 #   scripts/test-arm.sh --clang        compiles the engine (its libraries and
 #                                 the kakeya binary) with clang 14 for aarch64,
 #                                 running nothing: clang is the compiler family
@@ -68,17 +69,38 @@ if [ "$clang" -eq 1 ]; then
 fi
 cmake -S . -B build-arm -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DCMAKE_BUILD_TYPE=Release -DKAKEYA_BENCH=OFF >/dev/null
+
+# The same bits as x86 (ADR 0014): the x86 build of cross_target_test writes
+# one hash per model, and the ARM build, under qemu, checks its own against
+# them (KAKEYA_EXPECT_TARGET_HASHES reaches the tests through ctest and qemu).
+# --kernels checks one model of each kind of float path: F16 and BF16 weights,
+# a K-quant, gemma 2 (soft-capping, sliding window, GELU) and a mixture.
+cross_models=(tiny_llama_f16 tiny_llama_bf16 tiny_llama_q4_k_m tiny_gemma2_f32 q3moe_f16)
+cross_names=()
+for m in "${cross_models[@]}"; do cross_names+=("Fixtures/CrossTargetTest.SameBitsOnEveryTarget/$m"); done
+export KAKEYA_EXPECT_TARGET_HASHES="$PWD/build-arm/x86-target-hashes.txt"
+write_x86_hashes() {  # $1: a gtest filter
+  [ -x build/bin/cross_target_test ] || scripts/build.sh -DKAKEYA_TESTS=ON --target cross_target_test
+  rm -f "$KAKEYA_EXPECT_TARGET_HASHES"
+  echo "== cross_target_test (x86) writes the hashes the ARM targets must match"
+  KAKEYA_WRITE_TARGET_HASHES="$KAKEYA_EXPECT_TARGET_HASHES" build/bin/cross_target_test --gtest_filter="$1" \
+    --gtest_brief=1
+}
+
 if [ "$kernels" -eq 1 ]; then
-  cmake --build build-arm -j"$jobs" --target matmul_test ops_test dequant_test
-  echo "== kernel tests under qemu-aarch64 -cpu max (each runs every ARM target)"
-  ctest --test-dir build-arm --output-on-failure -j"$jobs" -R '^(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant)'
+  write_x86_hashes "$(IFS=:; echo "${cross_names[*]}")"
+  cmake --build build-arm -j"$jobs" --target matmul_test ops_test dequant_test cross_target_test
+  echo "== kernel tests and the ARM bits of ${cross_models[*]} under qemu-aarch64 -cpu max (each runs every ARM target)"
+  ctest --test-dir build-arm --output-on-failure -j"$jobs" \
+    -R "^(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|$(IFS='|'; echo "${cross_names[*]}"))"
   exit 0
 fi
+write_x86_hashes 'Fixtures/CrossTarget*:CrossTarget*'
 cmake --build build-arm -j"$jobs"
 
 # The tests that run every CPU target themselves, the model parity against
 # the reference engine's fixtures, and speculative decoding's byte identity.
-quick_tests='^([A-Za-z0-9_]+/)?(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|BatchInvariance|Reference|Gemma4|SyntheticGemma4|ModelParity|ModelFixtures|Speculative|SeededIdentity|Verify|DraftModel|NgramDrafter|Mtp|DFlash|Assistant|NoAllocation)'
+quick_tests='^([A-Za-z0-9_]+/)?(MatMul|Ops|RmsNorm|AttendKvHead|GeluMul|SiluMul|Dequant|CrossTarget|BatchInvariance|Reference|Gemma4|SyntheticGemma4|ModelParity|ModelFixtures|Speculative|SeededIdentity|Verify|DraftModel|NgramDrafter|Mtp|DFlash|Assistant|NoAllocation)'
 for target in "${targets[@]}"; do
   echo "== tests under qemu-aarch64 -cpu max, KAKEYA_CPU_TARGET=$target"
   if [ "$quick" -eq 1 ]; then

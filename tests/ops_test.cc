@@ -6,9 +6,8 @@
 // gets alone. GeluMul bit for bit against ggml's definition, written out per
 // element here, over a sample of every float bit pattern; RmsNorm and SiluMul
 // against float64. Each test runs on every CPU target this machine supports
-// (the operations follow the MatMul target). RmsNorm and GeluMul must give
-// every target the same bits; attention and SiLU may not (FMA where the
-// target has it).
+// (the operations follow the MatMul target), and every operation must give
+// every target the same bits (ADR 0014).
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 
@@ -296,7 +295,9 @@ TEST(RmsNormTest, MatchesFloat64) {
   });
 }
 
-TEST(OpsTest, NormAndGeluGiveEveryCpuTargetTheSameBits) {
+// ADR 0014: every row operation and attention give every target the same
+// bits (no implicit FMA, 16-lane order everywhere).
+TEST(OpsTest, EveryOperationGivesEveryCpuTargetTheSameBits) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.f, 2.f);
   std::vector<float> x(2048 + 13), y(x.size());
@@ -311,6 +312,27 @@ TEST(OpsTest, NormAndGeluGiveEveryCpuTargetTheSameBits) {
     ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
       out.resize(n);
       GeluMul(x.data(), y.data(), n, out.data());
+    });
+    ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
+      out.resize(n);
+      SiluMul(x.data(), y.data(), n, out.data());
+    });
+  }
+  // Attention: plain, a wrapped sliding window with tails, soft-capped.
+  const Case cases[] = {{6, 2, 64, 64, 512, 0, 300, 0, 1}, {2, 1, 40, 24, 64, 77, 33, 0, 1},
+                        {8, 4, 256, 256, 256, 10, 200, 50, 1}};
+  for (const Case& c : cases) {
+    const AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, c.value_dim, 1.0f / std::sqrt(float(c.head_dim)), c.softcap};
+    const int window = c.first_pos > 0 ? c.n_keys : 0;
+    const int n_rows = 5, first_row_pos = c.first_pos + c.n_keys - n_rows;
+    std::vector<float> q(size_t(n_rows) * c.n_head * c.head_dim), k(size_t(c.capacity) * c.n_head_kv * c.head_dim),
+        v(size_t(c.capacity) * c.n_head_kv * c.value_dim);
+    for (float& e : q) e = normal(rng);
+    for (float& e : k) e = normal(rng);
+    for (float& e : v) e = normal(rng);
+    ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
+      out.assign(size_t(n_rows) * c.n_head * c.value_dim, NAN);
+      Attend(c, s, window, first_row_pos, 0, n_rows, q, k, v, out);
     });
   }
 }

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/portable_math.h"
 #include "cache_flags.h"
 #include "commands.h"
 #include "engine/perplexity.h"
@@ -73,7 +74,7 @@ int Perplexity(const PerplexityFlags& f) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "\rperplexity: %lld/%lld tokens, %.0f tok/s, running ppl %.3f   ",
                  static_cast<long long>(so_far.predicted), static_cast<long long>(n_predicted),
-                 so_far.predicted / std::max(secs, 1e-9), std::exp(so_far.nats / so_far.predicted));
+                 so_far.predicted / std::max(secs, 1e-9), PortableExp(so_far.nats / so_far.predicted));
   };
   Comparison cmp;
   if (f.kl) {
@@ -88,7 +89,7 @@ int Perplexity(const PerplexityFlags& f) {
   const double nats = cmp.ce.nats;
 
   const double nats_per_token = nats / static_cast<double>(n_predicted);
-  const double bits_per_byte = nats / std::log(2.0) / static_cast<double>(n_bytes);
+  const double bits_per_byte = nats / PortableLog(2.0) / static_cast<double>(n_bytes);
   const std::string types = std::string(KvTypeName(f.cache.k)) + "/" + std::string(KvTypeName(f.cache.v));
   nlohmann::json bands = nlohmann::json::array();
   for (size_t b = 0; b < cmp.bands.size(); ++b) {
@@ -104,9 +105,9 @@ int Perplexity(const PerplexityFlags& f) {
     nlohmann::json out = {{"files", f.files.size()},     {"tokens", n_predicted},
                           {"bytes", n_bytes},            {"window", f.window},
                           {"cache_types", types},        {"nats_per_token", nats_per_token},
-                          {"perplexity", std::exp(nats_per_token)}, {"bits_per_byte", bits_per_byte}};
+                          {"perplexity", PortableExp(nats_per_token)}, {"bits_per_byte", bits_per_byte}};
     if (f.kl) {
-      out["f32_perplexity"] = std::exp(cmp.reference_ce.nats / n_predicted);
+      out["f32_perplexity"] = PortableExp(cmp.reference_ce.nats / n_predicted);
       out["kl_bands"] = bands;
     }
     std::puts(out.dump().c_str());
@@ -115,9 +116,9 @@ int Perplexity(const PerplexityFlags& f) {
                 static_cast<long long>(n_predicted), f.files.size(), static_cast<long long>(n_bytes), f.window,
                 types.c_str());
     std::printf("cross-entropy %.5f nats/token, perplexity %.4f, %.5f bits/byte\n", nats_per_token,
-                std::exp(nats_per_token), bits_per_byte);
+                PortableExp(nats_per_token), bits_per_byte);
     if (f.kl) {
-      std::printf("against the f32 cache (perplexity %.4f):\n", std::exp(cmp.reference_ce.nats / n_predicted));
+      std::printf("against the f32 cache (perplexity %.4f):\n", PortableExp(cmp.reference_ce.nats / n_predicted));
       for (const auto& b : bands) {
         std::printf("  positions %-12s %8lld tokens  mean KL %.6f nats  top-1 agreement %.2f%%\n",
                     b["positions"].get<std::string>().c_str(), static_cast<long long>(b["tokens"].get<int64_t>()),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/portable_math.h"
 #include "sampling/sampler.h"
 
 namespace kakeya {
@@ -16,8 +17,8 @@ double NegLogProb(std::span<const float> logits, TokenId target) {
   double max = -INFINITY;
   for (float v : logits) max = std::max(max, static_cast<double>(v));
   double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  return std::log(sum) + max - static_cast<double>(logits[target]);
+  for (float v : logits) sum += PortableExp(static_cast<double>(v) - max);
+  return PortableLog(sum) + max - static_cast<double>(logits[target]);
 }
 
 // log softmax(logits), in double.
@@ -25,8 +26,8 @@ void LogSoftmax(std::span<const float> logits, std::vector<double>& out) {
   double max = -INFINITY;
   for (float v : logits) max = std::max(max, static_cast<double>(v));
   double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v) - max);
-  const double log_sum = std::log(sum) + max;
+  for (float v : logits) sum += PortableExp(static_cast<double>(v) - max);
+  const double log_sum = PortableLog(sum) + max;
   out.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_sum;
 }
@@ -71,7 +72,7 @@ Comparison CompareDocuments(Context& ctx, Context& reference, std::span<const st
         LogSoftmax(p, lp);
         LogSoftmax(q, lq);
         double kl = 0;
-        for (size_t t = 0; t < lp.size(); ++t) kl += std::exp(lp[t]) * (lp[t] - lq[t]);
+        for (size_t t = 0; t < lp.size(); ++t) kl += PortableExp(lp[t]) * (lp[t] - lq[t]);
         band.kl_nats += kl;
         ++band.positions;
         band.top1_agree += Argmax(p) == Argmax(q);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/portable_math.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
@@ -276,11 +277,11 @@ float Route(const MixtureOfExperts& m, float* logits, bool take_runner_up, int* 
   if (m.gating == ExpertGating::kSoftmax) {
     const float max = *std::max_element(logits, logits + n);
     double sum = 0;
-    for (int e = 0; e < n; ++e) sum += (logits[e] = std::exp(logits[e] - max));
+    for (int e = 0; e < n; ++e) sum += (logits[e] = static_cast<float>(PortableExp(logits[e] - max)));
     const float inv_sum = static_cast<float>(1.0 / sum);
     for (int e = 0; e < n; ++e) logits[e] *= inv_sum;
   } else {
-    for (int e = 0; e < n; ++e) logits[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+    for (int e = 0; e < n; ++e) logits[e] = 1.0f / (1.0f + static_cast<float>(PortableExp(-logits[e])));
   }
   auto selection = [&](int e) { return m.selection_bias ? logits[e] + m.selection_bias[e] : logits[e]; };
   auto best_unchosen = [&](int k) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/portable_math.h"
+
 namespace kakeya {
 namespace {
 
@@ -35,7 +37,9 @@ RepetitionPenalties::RepetitionPenalties(const SamplingParams& p, int n_vocab, c
     }
   }
   // The largest exponent whose power still fits a float (llama.cpp's clamp).
-  if (p.dry_base > 1.000001f) max_exponent_ = static_cast<int>(88.7228391f / std::log(p.dry_base));
+  if (p.dry_base > 1.000001f) {
+    max_exponent_ = static_cast<int>(88.7228391f / static_cast<float>(PortableLog(p.dry_base)));
+  }
 }
 
 void RepetitionPenalties::Apply(std::span<const TokenId> history, std::span<const float> logits,
@@ -100,7 +104,7 @@ void RepetitionPenalties::ApplyDry(std::span<const TokenId> window, std::span<fl
     if (!breaker_[t]) {
       int exponent = longest_[t] - p_.dry_allowed_length;
       if (max_exponent_ > 0) exponent = std::min(exponent, max_exponent_);
-      out[t] -= static_cast<float>(p_.dry_multiplier * std::pow(p_.dry_base, exponent));
+      out[t] -= static_cast<float>(p_.dry_multiplier * PortablePow(p_.dry_base, exponent));
     }
     longest_[t] = 0;
   }

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "base/portable_math.h"
 
 namespace kakeya {
 namespace {
@@ -31,7 +32,7 @@ uint64_t SplitMix64(uint64_t& x) {
 // +inf tokens weight 1 and all others 0, where inf - inf would give NaN.
 double Weight(float logit, double max_logit, double temperature) {
   if (logit == max_logit) return 1.0;
-  return std::exp((logit - max_logit) / temperature);
+  return PortableExp((logit - max_logit) / temperature);
 }
 
 // Index of the entry drawn by `u` in [0, 1): the first whose running sum
@@ -207,7 +208,7 @@ int Sampler::TopP(int n, float max_logit) {
 // Keeps tokens with p >= min_p * p_max, i.e. logit >= max + log(min_p), the
 // form llama.cpp uses: no exp per token.
 int Sampler::MinP(int n, float max_logit) {
-  const double threshold = max_logit + std::log(static_cast<double>(params_.min_p));
+  const double threshold = max_logit + PortableLog(static_cast<double>(params_.min_p));
   const auto end = std::remove_if(cand_.begin(), cand_.begin() + n,
                                   [&](const Candidate& c) { return c.logit < threshold; });
   return static_cast<int>(end - cand_.begin());
@@ -251,7 +252,7 @@ int32_t Sampler::GumbelMax(int n, float max_logit, int64_t position) const {
     const Candidate& c = cand_[i];
     // Written so that a +inf max gives the +inf tokens 0 and all others -inf.
     const double scaled = c.logit == max_logit ? 0.0 : (static_cast<double>(c.logit) - max_logit) / params_.temperature;
-    const double score = scaled - std::log(-std::log(KeyedUniform(params_.seed, position, c.id)));
+    const double score = scaled - PortableLog(-PortableLog(KeyedUniform(params_.seed, position, c.id)));
     if (best < 0 || score > best_score || (score == best_score && c.id < best)) best = c.id, best_score = score;
   }
   return best;

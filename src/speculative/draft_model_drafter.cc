@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "base/error.h"
+#include "base/portable_math.h"
 
 namespace kakeya {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 float TopProbability(std::span<const float> logits) {
   const float max_logit = logits[Argmax(logits)];
   double sum = 0;
-  for (float l : logits) sum += std::exp(double(l) - max_logit);
+  for (float l : logits) sum += PortableExp(double(l) - max_logit);
   return static_cast<float>(1.0 / sum);
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/portable_math.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/vec16-inl.h"
@@ -434,7 +435,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
         }
         for (int p = lo; p < hi; ++p) {
           float x = Lane(score, p - p0);
-          if (s.softcap > 0.0f) x = s.softcap * std::tanh(x / s.softcap);
+          if (s.softcap > 0.0f) x = s.softcap * static_cast<float>(PortableTanh(x / s.softcap));
           w[p - lo] = x;
           if (x > max) max = x;
         }

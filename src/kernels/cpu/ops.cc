@@ -7,6 +7,7 @@
 #include <vector>
 #include <limits>
 
+#include "base/portable_math.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/vec16-inl.h"
@@ -47,14 +48,20 @@ static inline __attribute__((always_inline)) void RmsNormBody(const float* x, co
   for (; i < n; ++i) out[i] = w != nullptr ? x[i] * scale * w[i] : x[i] * scale;
 }
 
+// theta advances by a float multiply per pair, as ggml's rope cache does, so
+// the angles are those llama.cpp rotates by; pow, cos and sin are the portable
+// ones (base/portable_math.h: libm's last bits differ between CPUs), in double
+// and rounded to float.
 void RopeAngles(int n_rot, int pos, float base, const float* freq_factors, float* cos_sin) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_rot));
+  const float theta_scale = static_cast<float>(PortablePow(base, -2.0f / static_cast<float>(n_rot)));
   const int half = n_rot / 2;
   float theta = static_cast<float>(pos);
   for (int i = 0; i < half; ++i) {
     const float angle = freq_factors != nullptr ? theta / freq_factors[i] : theta;
-    cos_sin[i] = std::cos(angle);
-    cos_sin[half + i] = std::sin(angle);
+    double s, c;
+    PortableSinCos(angle, &s, &c);
+    cos_sin[i] = static_cast<float>(c);
+    cos_sin[half + i] = static_cast<float>(s);
     theta *= theta_scale;
   }
 }
@@ -81,7 +88,8 @@ namespace {
 // GELU (tanh form) as ggml's CPU backend computes it: the input rounded to
 // F16, the result rounded to F16. It is a function of the input's 16 F16 bits,
 // so it is tabulated once (as ggml does), which replaces a tanh per element:
-// on the shipped 12M model that tanh was 3x the time of all the matmuls.
+// on the shipped 12M model that tanh was 3x the time of all the matmuls. The
+// tanh is PortableTanh (the same bits on every CPU) of the float argument.
 const float* GeluTable() {
   static const std::vector<float> table = [] {
     constexpr float kSqrt2OverPi = 0.79788456080286535588f;
@@ -89,7 +97,8 @@ const float* GeluTable() {
     std::vector<float> t(1 << 16);
     for (uint32_t bits = 0; bits < t.size(); ++bits) {
       const float h = F16ToF32(static_cast<uint16_t>(bits));
-      t[bits] = F16ToF32(F32ToF16(0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)))));
+      const float tanh = static_cast<float>(PortableTanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)));
+      t[bits] = F16ToF32(F32ToF16(0.5f * h * (1.0f + tanh)));
     }
     return t;
   }();
@@ -174,7 +183,7 @@ void Scale(float* x, int n, float s) {
 }
 
 void SoftCap(float* x, int n, float cap) {
-  for (int i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  for (int i = 0; i < n; ++i) x[i] = cap * static_cast<float>(PortableTanh(x[i] / cap));
 }
 
 }  // namespace kakeya

@@ -232,9 +232,9 @@ inline __attribute__((always_inline)) Halves SumLanes16(const Halves (&v)[kLanes
 // Q4_K_M, 8 rows, context 64): attention alone was 11% of the step in the
 // baseline (SSE2) build. GCC's target_clones chose by CPU at load instead,
 // which no test could override and which ThreadSanitizer builds crash on.
-// GCC contracts a * b + c into FMA where the ISA has it (C++ defaults to
-// -ffp-contract=fast), so attention's bits differ between the FMA builds and
-// the baseline; RmsNorm (exact squares) and GeluMul (a table) do not.
+// The project builds with -ffp-contract=off (ADR 0014), so no build fuses a
+// multiply and an add that the baseline rounds twice: every ISA's Body gives
+// the same bits.
 #if defined(__x86_64__) && defined(__GNUC__)
 #define KAKEYA_PER_ISA(name, params, args)                                         \
   static __attribute__((target("avx512f"))) void name##Avx512 params { name##Body args; } \
