@@ -212,11 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
                                            "models2/q3moe-f16", "models2/q3moe-q8_0",
                                            "models2/glm4moe-mtp-f32"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = std::string(info.param).substr(std::string(info.param).find('/') + 1);
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return fixture::ModelParamName(info.param);
                          });
 
 }  // namespace

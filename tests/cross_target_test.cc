@@ -194,11 +194,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CrossTargetTest,
                                            "models2/g4moe-q8_0", "models2/g4dense-f32", "models2/q3moe-f16",
                                            "models2/q3moe-q8_0", "models2/glm4moe-mtp-f32", "shipped/kakeya-pystdlib"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                           std::string name = std::string(info.param).substr(std::string(info.param).find('/') + 1);
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
+                           return fixture::ModelParamName(info.param);
                          });
 
 }  // namespace

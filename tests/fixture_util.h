@@ -25,6 +25,13 @@ inline std::string ModelPath(const std::string& model, const std::string& folder
   return std::string(KAKEYA_FIXTURES) + "/" + folder + "/" + model + ".gguf";
 }
 
+// A test's name for a "folder/model" parameter: the model, '-' as '_'.
+inline std::string ModelParamName(const std::string& folder_and_model) {
+  std::string name = folder_and_model.substr(folder_and_model.find('/') + 1);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 // One prediction of the reference: the highest raw logits (ids in decreasing
 // logit order) and log(sum(exp(logit))) over the whole vocabulary.
 struct RefStep {
