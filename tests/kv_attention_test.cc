@@ -82,10 +82,16 @@ std::vector<double> Stored(const Layer& l, KvType type, bool keys, int pos, int 
   std::vector<float> decoded(dim);
   if (split.exact > 0 && !coded) return std::vector<double>(x, x + dim);
   const KvType t = IsCodec(type) ? (keys ? type : KvType::kKakeya3) : type;
-  std::vector<uint8_t> bytes(KvHeadBytes(t, dim));
-  EncodeKvHead(t, x, dim, bytes.data());
-  DecodeKvHead(t, bytes.data(), dim, decoded.data());
-  if (!coded) return std::vector<double>(decoded.begin(), decoded.end());
+  std::vector<uint8_t> bytes(KvHeadBytes(t, dim) * kCodedBlock);
+  if (!coded) {
+    EncodeKvHead(t, x, dim, bytes.data());
+    DecodeKvHead(t, bytes.data(), dim, decoded.data());
+    return std::vector<double>(decoded.begin(), decoded.end());
+  }
+  // The vector coded alone, as position 0 of a block of its own.
+  const CodecSide side = keys ? CodecSide::kKeys : CodecSide::kValues;
+  CodecEncode(x, dim, CodecBits(t), side, bytes.data(), 0);
+  CodecDecodeRotated(bytes.data(), 0, dim, CodecBits(t), side, decoded.data());
   return UnrotateReference(decoded.data(), dim);
 }
 
@@ -219,7 +225,8 @@ TEST(KvAttention, CodedCacheUnderAppendTrimCommit) {
     ASSERT_GE(kv.coded_through, CodedEnd(pos, kv.split));
     for (int j = kv.split.sink; j < CodedEnd(pos, kv.split); j += 37) {
       std::vector<float> k(32);
-      DecodeKvHead(KvType::kKakeya4, kv.coded_k.at(j, 0), 32, k.data());
+      const int block = j / kCodedBlock * kCodedBlock;
+      CodecDecodeRotated(kv.coded_k.at(block, 0), j - block, 32, 4, CodecSide::kKeys, k.data());
       CodecUnrotate(k.data(), 32);
       ASSERT_NEAR(k[0], latest[j], 0.2f * latest[j]) << "position " << j;
     }

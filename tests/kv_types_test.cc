@@ -114,6 +114,36 @@ Coded EncodeReference(const std::vector<float>& x, int bits) {
   return c;
 }
 
+// x coded as position j of a block whose other positions hold other
+// vectors (so that a position's bits touching its neighbours' would show),
+// decoded back (rotated).
+std::vector<float> CodedRoundTrip(KvType type, CodecSide side, int j, const std::vector<float>& x) {
+  const int d = static_cast<int>(x.size());
+  const int bits = type == KvType::kKakeya4 ? 4 : 3;
+  std::vector<uint8_t> block(kCodedBlock * KvHeadBytes(type, d), 0xA5);
+  std::mt19937 rng(j);
+  std::normal_distribution<float> normal;
+  std::vector<std::vector<float>> others(kCodedBlock, std::vector<float>(d));
+  for (int i = 0; i < kCodedBlock; ++i) {
+    for (float& v : others[i]) v = normal(rng);
+    CodecEncode(others[i].data(), d, bits, side, block.data(), i);
+  }
+  CodecEncode(x.data(), d, bits, side, block.data(), j);
+  std::vector<float> decoded(d), again(d), want(d);
+  // Recoding a neighbour leaves position j as it was.
+  CodecEncode(others[(j + 1) % kCodedBlock].data(), d, bits, side, block.data(), (j + 1) % kCodedBlock);
+  CodecDecodeRotated(block.data(), j, d, bits, side, decoded.data());
+  for (int i = 0; i < kCodedBlock; ++i) {
+    if (i == j) continue;
+    CodecDecodeRotated(block.data(), i, d, bits, side, again.data());
+    std::vector<uint8_t> alone(kCodedBlock * KvHeadBytes(type, d), 0);
+    CodecEncode(others[i].data(), d, bits, side, alone.data(), i);
+    CodecDecodeRotated(alone.data(), i, d, bits, side, want.data());
+    EXPECT_EQ(again, want) << "position " << i << " beside " << j;
+  }
+  return decoded;
+}
+
 TEST(KvCodec, CodesAndScaleAreThoseOfAFloat64Encoder) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
@@ -124,10 +154,9 @@ TEST(KvCodec, CodesAndScaleAreThoseOfAFloat64Encoder) {
       for (int trial = 0; trial < 50; ++trial) {
         std::vector<float> x(d);
         for (float& v : x) v = 3.0f * normal(rng);
-        std::vector<uint8_t> bytes(KvHeadBytes(type, d));
-        EncodeKvHead(type, x.data(), d, bytes.data());
-        std::vector<float> decoded(d);
-        DecodeKvHead(type, bytes.data(), d, decoded.data());
+        const CodecSide side = trial % 2 ? CodecSide::kKeys : CodecSide::kValues;
+        const int j = trial % kCodedBlock;
+        std::vector<float> decoded = CodedRoundTrip(type, side, j, x);
         const Coded ref = EncodeReference(x, bits);
         for (int i = 0; i < d; ++i) {
           // A coordinate within float rounding of a boundary may take the
@@ -146,11 +175,15 @@ TEST(KvCodec, CodesAndScaleAreThoseOfAFloat64Encoder) {
 // Mean squared error over the vector's mean square, rotated back.
 double RelativeError(KvType type, const std::vector<float>& x) {
   const int d = static_cast<int>(x.size());
-  std::vector<uint8_t> bytes(KvHeadBytes(type, d));
-  EncodeKvHead(type, x.data(), d, bytes.data());
   std::vector<float> y(d);
-  DecodeKvHead(type, bytes.data(), d, y.data());
-  if (IsCodec(type)) CodecUnrotate(y.data(), d);
+  if (IsCodec(type)) {
+    y = CodedRoundTrip(type, CodecSide::kKeys, 5, x);
+    CodecUnrotate(y.data(), d);
+  } else {
+    std::vector<uint8_t> bytes(KvHeadBytes(type, d));
+    EncodeKvHead(type, x.data(), d, bytes.data());
+    DecodeKvHead(type, bytes.data(), d, y.data());
+  }
   double err = 0, energy = 0;
   for (int i = 0; i < d; ++i) {
     err += (double(y[i]) - x[i]) * (double(y[i]) - x[i]);

@@ -16,6 +16,8 @@ bool CodesOldPositions(const LayerCacheShape& s) { return s.window == 0 && IsCod
 // layer with the codec's types too: its window bounds it, coding it would
 // not save its bytes).
 KvType ExactRowType(KvType t) { return IsCodec(t) ? KvType::kF32 : t; }
+// Slots of the coded planes: whole blocks (kv_codec.h).
+int CodedSlots(int n_ctx) { return (n_ctx + kCodedBlock - 1) / kCodedBlock * kCodedBlock; }
 
 }  // namespace
 
@@ -46,8 +48,9 @@ LayerCache::LayerCache(const LayerCacheShape& shape, int capacity, int n_ctx)
   if (!CodesOldPositions(shape) || shape.n_head_kv == 0) return;
   split_ = {kCodecSink, kCodecExact};
   coded_end_ = split_.sink;
-  coded_k_ = MakePlane(shape.k_type, shape.head_dim, n_ctx);
-  coded_v_ = MakePlane(shape.v_type, shape.value_dim, n_ctx);
+  positions_ = CodedSlots(n_ctx);
+  coded_k_ = MakePlane(shape.k_type, shape.head_dim, positions_);
+  coded_v_ = MakePlane(shape.v_type, shape.value_dim, positions_);
   sink_k_ = MakePlane(KvType::kF32, shape.head_dim, split_.sink);
   sink_v_ = MakePlane(KvType::kF32, shape.value_dim, split_.sink);
 }
@@ -69,11 +72,12 @@ void LayerCache::CodeUpTo(int end) {
   if (!is_coded()) return;
   for (; coded_end_ < end; ++coded_end_) {
     const int pos = coded_end_;
+    const int block = pos / kCodedBlock * kCodedBlock;
     for (int h = 0; h < shape_.n_head_kv; ++h) {
-      EncodeKvHead(coded_k_.type, reinterpret_cast<const float*>(k_.at(Slot(pos), h)), shape_.head_dim,
-                   coded_k_.at(pos, h));
-      EncodeKvHead(coded_v_.type, reinterpret_cast<const float*>(v_.at(Slot(pos), h)), shape_.value_dim,
-                   coded_v_.at(pos, h));
+      CodecEncode(reinterpret_cast<const float*>(k_.at(Slot(pos), h)), shape_.head_dim, CodecBits(coded_k_.type),
+                  CodecSide::kKeys, coded_k_.at(block, h), pos - block);
+      CodecEncode(reinterpret_cast<const float*>(v_.at(Slot(pos), h)), shape_.value_dim, CodecBits(coded_v_.type),
+                  CodecSide::kValues, coded_v_.at(block, h), pos - block);
     }
   }
 }
@@ -118,7 +122,7 @@ size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int m
     const size_t ring = size_t(LayerCapacity(s, n_ctx, max_pending)) * s.n_head_kv;
     total += ring * (KvHeadBytes(ExactRowType(s.k_type), s.head_dim) + KvHeadBytes(ExactRowType(s.v_type), s.value_dim));
     if (CodesOldPositions(s)) {  // coded rows, sink rows
-      total += size_t(n_ctx) * s.n_head_kv * (KvHeadBytes(s.k_type, s.head_dim) + KvHeadBytes(s.v_type, s.value_dim));
+      total += size_t(CodedSlots(n_ctx)) * s.n_head_kv * (KvHeadBytes(s.k_type, s.head_dim) + KvHeadBytes(s.v_type, s.value_dim));
       total += size_t(kCodecSink) * s.n_head_kv * sizeof(float) * (s.head_dim + s.value_dim);
     }
   }

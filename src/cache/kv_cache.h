@@ -115,7 +115,7 @@ class LayerCache {
 
   LayerCacheShape shape_;
   int capacity_;
-  int positions_;  // a full or coded layer's positions: the context
+  int positions_;  // a full layer's positions (the context); a coded layer's coded slots (whole blocks)
   CodecSplit split_;
   Plane k_, v_;  // position p at slot p % capacity (the exact rows, F32, of a coded layer)
   // A coded layer's coded rows (slot p) and the F32 rows of its sink positions.

@@ -187,16 +187,81 @@ inline __attribute__((always_inline)) float F16Scalar(const uint8_t* p) {
   return f;
 }
 
-// levels[codes[i]] for 8 codes below n_levels (8 or 16). GCC: a variable
-// shuffle of each 8-entry half of the table (one vpermps on AVX2), the half
-// picked by the code's bit 3. Clang has no variable shuffle in its vector
-// extensions: a select tree over the code's bits (its ARM builds).
-inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* levels, int n_levels) {
+// The codec's decoders work on W lanes of consecutive coordinates: 16 where
+// the build has 64-byte registers (AVX-512: a 16-entry table is one vpermps),
+// 8 elsewhere. The values are exact, so W does not show in the bits.
+template <int W>
+struct CodeLanes {
+  typedef uint32_t Index __attribute__((vector_size(4 * W)));
+  typedef float Floats __attribute__((vector_size(4 * W)));
+};
+
+template <int W>
+inline __attribute__((always_inline)) typename CodeLanes<W>::Index Iota() {
+  if constexpr (W == 8) {
+    return typename CodeLanes<W>::Index{0, 1, 2, 3, 4, 5, 6, 7};
+  } else {
+    return typename CodeLanes<W>::Index{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  }
+}
+
+// 16 bytes, each into a 32-bit lane of 16. AVX-512: one vpmovzxbd (GCC 12
+// widened through 16-bit lanes in eight instructions).
+typedef uint8_t Byte16x __attribute__((vector_size(16)));
+inline __attribute__((always_inline)) UInt16x Widen16(Byte16x b) {
+  UInt16x u;
+#if defined(__x86_64__) && defined(__GNUC__)
+  asm("vpmovzxbd %1, %0" : "=v"(u) : "vm"(b));
+#else
+  for (int i = 0; i < 16; ++i) u[i] = b[i];
+#endif
+  return u;
+}
+
+// W bytes at p, each into a 32-bit lane.
+template <int W>
+inline __attribute__((always_inline)) typename CodeLanes<W>::Index WidenBytes(const uint8_t* p) {
+  if constexpr (W == 8) {
+    UByte8x q;
+    std::memcpy(&q, p, sizeof q);
+    return Widen(q);
+  } else {
+    Byte16x b;
+    std::memcpy(&b, p, sizeof b);
+    return Widen16(b);
+  }
+}
+
+// The 8 bytes at p, byte i % 8 in lane i.
+template <int W>
+inline __attribute__((always_inline)) typename CodeLanes<W>::Index RepeatBytes8(const uint8_t* p) {
+  if constexpr (W == 8) {
+    return WidenBytes<8>(p);
+  } else {
+    uint64_t eight;
+    std::memcpy(&eight, p, sizeof eight);
+    typedef uint64_t Long2x __attribute__((vector_size(16)));
+    const Long2x twice = {eight, eight};
+    Byte16x b;
+    std::memcpy(&b, &twice, sizeof b);
+    return Widen16(b);
+  }
+}
+
+// levels[codes[i]] for W codes below n_levels (8 or 16). GCC: a variable
+// shuffle of the table (16 lanes: one vpermps of the whole table; 8 lanes:
+// one of each 8-entry half, the half picked by the code's bit 3). Clang has
+// no variable shuffle in its vector extensions: a select tree over the
+// code's bits (its ARM builds).
+template <int W>
+inline __attribute__((always_inline)) typename CodeLanes<W>::Floats LookUp(typename CodeLanes<W>::Index codes,
+                                                                          const float* levels, int n_levels) {
+  using Floats = typename CodeLanes<W>::Floats;
 #if defined(__clang__)
-  Float8x v[16];
-  for (int i = 0; i < n_levels; ++i) v[i] = Float8x{} + levels[i];
+  Floats v[16];
+  for (int i = 0; i < n_levels; ++i) v[i] = Floats{} + levels[i];
   for (int bit = 0, n = n_levels; n > 1; ++bit, n /= 2) {
-    const UInt8x set = (codes >> bit) & 1u;
+    const auto set = (codes >> bit) & 1u;
     for (int i = 0; i < n / 2; ++i) v[i] = set != 0u ? v[2 * i + 1] : v[2 * i];
   }
   return v[0];
@@ -204,9 +269,108 @@ inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* 
   Float8x lo_table, hi_table;
   std::memcpy(&lo_table, levels, sizeof lo_table);
   std::memcpy(&hi_table, levels + (n_levels == 16 ? 8 : 0), sizeof hi_table);
-  const Float8x lo = __builtin_shuffle(lo_table, codes & 7u);
-  return n_levels == 16 ? ((codes & 8u) != 0u ? __builtin_shuffle(hi_table, codes & 7u) : lo) : lo;
+  if constexpr (W == 16) {
+    Floats table;
+    std::memcpy(&table, &lo_table, sizeof lo_table);
+    std::memcpy(reinterpret_cast<char*>(&table) + sizeof lo_table, &hi_table, sizeof hi_table);
+    return __builtin_shuffle(table, codes);
+  } else {
+    const Float8x lo = __builtin_shuffle(lo_table, codes & 7u);
+    return n_levels == 16 ? ((codes & 8u) != 0u ? __builtin_shuffle(hi_table, codes & 7u) : lo) : lo;
+  }
 #endif
+}
+
+// A value position's codes (kv_codec.h) into out, F32 [dim]: the levels,
+// W coordinates at a time. The scale is the caller's: it multiplies the
+// position's weight instead of every coordinate.
+template <int W>
+inline __attribute__((always_inline)) void DecodeValueLevels(const uint8_t* p, int bits, int dim, float* out) {
+  using Index = typename CodeLanes<W>::Index;
+  auto store = [](float* o, typename CodeLanes<W>::Floats f) __attribute__((always_inline)) {
+    std::memcpy(o, &f, sizeof f);
+  };
+  for (int g = 0; g < dim; g += kCodeGroup, p += kCodeGroup * bits / 8, out += kCodeGroup) {
+    if (bits == 4) {
+      for (int b = 0; b < 16; b += W) {
+        const Index u = WidenBytes<W>(p + b);
+        store(out + b, LookUp<W>(u & 15u, kCodecLevels4, 16));
+        store(out + 16 + b, LookUp<W>(u >> 4u, kCodecLevels4, 16));
+      }
+    } else {
+      const Index low = RepeatBytes8<W>(p);
+      uint32_t high;
+      std::memcpy(&high, p + 8, sizeof high);
+      for (int c = 0; c < kCodeGroup; c += W) {
+        const Index lane = c + Iota<W>();
+        const Index code = ((low >> (lane / 8u * 2u)) & 3u) | (((Index{} + high) >> lane) & 1u) << 2u;
+        store(out + c, LookUp<W>(code, kCodecLevels3, 8));
+      }
+    }
+  }
+}
+
+// The 16 F16 scales at p, as F32.
+template <bool kX86Vector>
+inline __attribute__((always_inline)) void BlockScales(const uint8_t* p, float (&out)[kCodedBlock]) {
+  for (int i = 0; i < kCodedBlock; i += 8) {
+    const Float8x f = kX86Vector ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i);
+    std::memcpy(out + i, &f, sizeof f);
+  }
+}
+
+// q . k * scale for the 16 positions of a block of coded keys (kv_codec.h)
+// and N query heads (rotated), W positions at a time: coordinate by
+// coordinate, each query's coordinate times the vector of the positions'
+// levels, into two sums per head (even and odd coordinates, so that more
+// chains are in flight), added, times the positions' scales, times `scale`.
+// No horizontal sums, and each level vector serves N heads.
+template <int W, int N, bool kX86Vector>
+inline __attribute__((always_inline)) void CodedKeyScores(const float* const (&q)[N], const uint8_t* block,
+                                                          int head_dim, int bits, float scale,
+                                                          float (&out)[N][kCodedBlock]) {
+  using Index = typename CodeLanes<W>::Index;
+  using Floats = typename CodeLanes<W>::Floats;
+  float scales[kCodedBlock];
+  BlockScales<kX86Vector>(block, scales);
+  const uint8_t* codes = CodecBlockCodes(block);
+  for (int j0 = 0; j0 < kCodedBlock; j0 += W) {
+    const Index lane = j0 + Iota<W>();
+    // 3 bits: position j's code of coordinate d from its 6 bytes.
+    auto code3 = [&](const uint8_t* c) __attribute__((always_inline)) {
+      uint32_t low;
+      uint16_t high;
+      std::memcpy(&low, c, sizeof low);
+      std::memcpy(&high, c + 4, sizeof high);
+      return ((Index{} + low) >> (lane * 2u) & 3u) | ((Index{} + uint32_t(high)) >> lane & 1u) << 2u;
+    };
+    Floats even[N], odd[N];
+#pragma GCC unroll 8
+    for (int h = 0; h < N; ++h) even[h] = odd[h] = Floats{};
+    for (int d = 0; d < head_dim; d += 2) {
+      Floats k0, k1;
+      if (bits == 4) {
+        const Index u = WidenBytes<W>(codes + d / 2 * 16 + j0);
+        k0 = LookUp<W>(u & 15u, kCodecLevels4, 16);
+        k1 = LookUp<W>(u >> 4u, kCodecLevels4, 16);
+      } else {
+        k0 = LookUp<W>(code3(codes + 6 * d), kCodecLevels3, 8);
+        k1 = LookUp<W>(code3(codes + 6 * (d + 1)), kCodecLevels3, 8);
+      }
+#pragma GCC unroll 8
+      for (int h = 0; h < N; ++h) {
+        even[h] += q[h][d] * k0;
+        odd[h] += q[h][d + 1] * k1;
+      }
+    }
+    Floats s;
+    std::memcpy(&s, scales + j0, sizeof s);
+#pragma GCC unroll 8
+    for (int h = 0; h < N; ++h) {
+      const Floats score = (even[h] + odd[h]) * s * scale;
+      std::memcpy(out[h] + j0, &score, sizeof score);
+    }
+  }
 }
 
 // The n head vectors of `type` at rows[0..n) into out (F32 [n, dim]): the
@@ -214,7 +378,7 @@ inline __attribute__((always_inline)) Float8x LookUp(UInt8x codes, const float* 
 // are multiples of 32, KvTypeUnfit). One switch for the block, so that each
 // type's loop keeps its constants in registers (a switch and a scale
 // conversion per vector were a third of decoding).
-template <bool kF16c>
+template <bool kX86Vector>
 inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_t* const* rows, int n, int dim,
                                                        float* out) {
   auto store = [](float* o, Float8x f) __attribute__((always_inline)) { std::memcpy(o, &f, sizeof f); };
@@ -230,7 +394,7 @@ inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_
         const bool f16 = type == KvType::kF16;
         int i = 0;
         for (; i + 8 <= dim; i += 8) {
-          store(o + i, !f16 ? BF16Lanes(p + 2 * i) : kF16c ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i));
+          store(o + i, !f16 ? BF16Lanes(p + 2 * i) : kX86Vector ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i));
         }
         for (; i < dim; ++i) {
           uint16_t h;
@@ -268,29 +432,8 @@ inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_
         }
       }
       return;
-    case KvType::kKakeya4:  // scale * level[code]: 4 bytes of codes per 8, low nibble first, then the F16 scale
-      for (int j = 0; j < n; ++j) {
-        const uint8_t* p = rows[j];
-        const float scale = F16Scalar(p + dim / 2);
-        for (int i = 0; i < dim; i += 8) {
-          uint32_t w;
-          std::memcpy(&w, p + i / 2, sizeof w);
-          const UInt8x shift = {0, 4, 8, 12, 16, 20, 24, 28};
-          store(out + j * dim + i, scale * LookUp(((UInt8x{} + w) >> shift) & 15u, kCodecLevels4, 16));
-        }
-      }
-      return;
-    case KvType::kKakeya3:  // the same at 3 bits: 8 codes in 3 bytes
-      for (int j = 0; j < n; ++j) {
-        const uint8_t* p = rows[j];
-        const float scale = F16Scalar(p + dim * 3 / 8);
-        for (int i = 0; i < dim; i += 8) {
-          const uint8_t* q = p + i / 8 * 3;
-          const uint32_t w = q[0] | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16;
-          const UInt8x shift = {0, 3, 6, 9, 12, 15, 18, 21};
-          store(out + j * dim + i, scale * LookUp(((UInt8x{} + w) >> shift) & 7u, kCodecLevels3, 8));
-        }
-      }
+    case KvType::kKakeya4:  // coded blocks: DecodeValueLevels, CodedKeyScores
+    case KvType::kKakeya3:
       return;
   }
 }
@@ -324,11 +467,12 @@ KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v,
 // the codec, a row reads each block exact or coded as a whole (CodedEnd):
 // coded keys are rotated, so the row's queries are rotated once to meet
 // them, and coded values are summed rotated and rotated back at the end.
-template <typename V, bool kF16c>
+template <typename V, bool kX86Vector>
 static inline __attribute__((always_inline)) void AttendKvHeadBody(const AttentionShape& s, int kv_head,
                                                            const AttentionRows& rows, const KvView& kv,
                                                            float* scratch) {
   const int group = s.n_head / s.n_head_kv;
+  constexpr int kW = std::is_same_v<V, Float16x> ? 16 : 8;  // the codec decoders' lanes
   auto first_key = [&](int pos) { return FirstVisiblePosition(pos, rows.window); };
   const int first_pos = rows.first_pos;
   // The last key row r sees: its own position, or the block's end for all.
@@ -380,10 +524,16 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       }
     }
     const int n = p1 - p0;
-    if (rows.type == KvType::kF32) {
+    if (read_coded) {  // values (coded keys are scored in place: CodedKeyScores), a whole block
+      const int bits = CodecBits(rows.type);
+      for (int i = 0; i < n; ++i) {
+        DecodeValueLevels<kW>(CodecValueCodes(at[0], i, dim, bits), bits, dim, tile + size_t(i) * dim);
+        out[i] = tile + size_t(i) * dim;
+      }
+    } else if (rows.type == KvType::kF32) {
       for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<const float*>(at[i]);
     } else {
-      DecodeHeads<kF16c>(rows.type, at, n, dim, tile);
+      DecodeHeads<kX86Vector>(rows.type, at, n, dim, tile);
       for (int i = 0; i < n; ++i) out[i] = tile + size_t(i) * dim;
     }
     for (int i = n; i < kLanes; ++i) out[i] = out[0];
@@ -408,37 +558,57 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     }
   }
 
+  // Row r's scores of the block from p0 for head g, [lo, hi) of them its
+  // keys, into its weights, and its running maximum in key order.
+  auto record = [&](int r, int g, int lo, int hi, int p0, const V& score) __attribute__((always_inline)) {
+    float* w = weights(r, g) + (lo - first_key(row_last(r)));
+    float& max = max_score[r * group + g];
+    if (s.softcap == 0.0f && hi - lo == kLanes) {  // a whole block: stored and compared as a vector
+      StoreLanes(w, score);
+      const float block_max = MaxLanes(score);
+      if (block_max > max) max = block_max;
+      return;
+    }
+    for (int p = lo; p < hi; ++p) {
+      float x = Lane(score, p - p0);
+      if (s.softcap > 0.0f) x = s.softcap * static_cast<float>(PortableTanh(x / s.softcap));
+      w[p - lo] = x;
+      if (x > max) max = x;
+    }
+  };
   // Scores, and each (row, head)'s running maximum in key order.
   for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
     const int p1 = std::min(p0 + kLanes, last_pos + 1);
     bool want_exact, want_coded;
     wanted(p0, p1, &want_exact, &want_coded);
-    // Exact and coded keys of one block never both need the tile: a codec's
-    // exact rows are F32, read in place.
     const float* exact_k[kLanes];
-    const float* coded_k[kLanes];
     if (want_exact) block_rows(exact_k, p0, p1, false, true, tile_k);
-    if (want_coded) block_rows(coded_k, p0, p1, true, true, tile_k);
+    const uint8_t* coded_keys = want_coded ? kv.coded_k.at(p0, kv_head) : nullptr;
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
-      const bool rc = coded(r, p0);
-      for (int g = 0; g < group; ++g) {
-        const V score = ScoreBlock<V>(rc ? rotated_query(r, g) : query(r, g), rc ? coded_k : exact_k, s.head_dim, s.scale);
-        float* w = weights(r, g) + (lo - first_key(row_last(r)));
-        float& max = max_score[r * group + g];
-        if (s.softcap == 0.0f && hi - lo == kLanes) {  // a whole block: stored and compared as a vector
-          StoreLanes(w, score);
-          const float block_max = MaxLanes(score);
-          if (block_max > max) max = block_max;
-          continue;
+      if (!coded(r, p0)) {
+        for (int g = 0; g < group; ++g) {
+          record(r, g, lo, hi, p0, ScoreBlock<V>(query(r, g), exact_k, s.head_dim, s.scale));
         }
-        for (int p = lo; p < hi; ++p) {
-          float x = Lane(score, p - p0);
-          if (s.softcap > 0.0f) x = s.softcap * static_cast<float>(PortableTanh(x / s.softcap));
-          w[p - lo] = x;
-          if (x > max) max = x;
-        }
+        continue;
+      }
+      // A coded block is whole (CodedEnd): its 16 positions' scores for up
+      // to 4 heads at a time, each vector of levels decoded once for them.
+      const int bits = CodecBits(kv.coded_k.type);
+      float coded_scores[4][kCodedBlock];
+      int g = 0;
+      for (; g + 4 <= group; g += 4) {
+        const float* const q4[4] = {rotated_query(r, g), rotated_query(r, g + 1), rotated_query(r, g + 2),
+                                    rotated_query(r, g + 3)};
+        CodedKeyScores<kW, 4, kX86Vector>(q4, coded_keys, s.head_dim, bits, s.scale, coded_scores);
+        for (int i = 0; i < 4; ++i) record(r, g + i, lo, hi, p0, LoadLanes<V>(coded_scores[i]));
+      }
+      for (; g < group; ++g) {
+        const float* const q1[1] = {rotated_query(r, g)};
+        float (&one)[1][kCodedBlock] = reinterpret_cast<float (&)[1][kCodedBlock]>(coded_scores);
+        CodedKeyScores<kW, 1, kX86Vector>(q1, coded_keys, s.head_dim, bits, s.scale, one);
+        record(r, g, lo, hi, p0, LoadLanes<V>(coded_scores[0]));
       }
     }
   }
@@ -457,12 +627,22 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     wanted(p0, p1, &want_exact, &want_coded);
     const float* exact_v[kLanes];
     const float* coded_v[kLanes];
+    float value_scales[kCodedBlock];
     if (want_exact) block_rows(exact_v, p0, p1, false, false, tile_v);
-    if (want_coded) block_rows(coded_v, p0, p1, true, false, tile_v);
+    if (want_coded) {
+      block_rows(coded_v, p0, p1, true, false, tile_v);
+      BlockScales<kX86Vector>(kv.coded_v.at(p0, kv_head), value_scales);
+    }
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
       const bool rc = coded(r, p0);
+      if (rc) {  // the levels were decoded without the scales: the weights take them
+        for (int g = 0; g < group; ++g) {
+          float* w = weights(r, g) + (lo - first_key(row_last(r)));
+          StoreLanes(w, LoadLanes<V>(w) * LoadLanes<V>(value_scales));
+        }
+      }
       const float* const* vj = (rc ? coded_v : exact_v) + (lo - p0);
       auto out = [&](int g) { return rc ? rotated_output(r, g) : output(r, g); };
       const int skip = lo - first_key(row_last(r));  // this block's first visible key, in the row's weights
@@ -494,7 +674,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
 
 // As KAKEYA_PER_ISA, with 16-lane vectors for AVX-512 and halves of 8 lanes
 // for the rest (vec16-inl.h, Halves): the same bits in fewer loads and stores;
-// F16 rows converted by F16C on both x86 vector targets.
+// F16 rows converted by F16C on both x86 vector targets (kX86Vector).
 #if defined(__x86_64__) && defined(__GNUC__)
 static __attribute__((target("avx512f"))) void AttendKvHeadAvx512(const AttentionShape& s, int kv_head,
                                                                    const AttentionRows& rows, const KvView& kv,

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/kv_codec.h"
 #include "kernels/cpu/kv_types.h"
 
 namespace kakeya {
@@ -59,7 +60,6 @@ struct CodecSplit {
   int sink = 0;
   int exact = 0;  // 0: no codec
 };
-inline constexpr int kCodedBlock = 16;
 inline int CodedEnd(int pos, const CodecSplit& c) {
   const int span = pos + 1 - c.exact - c.sink;
   return c.exact == 0 || span <= 0 ? c.sink : c.sink + span / kCodedBlock * kCodedBlock;

@@ -49,6 +49,56 @@ int NearestLevel(float v, const float* levels, int n) {
   return best;
 }
 
+// A value position's group of 32 codes (kv_codec.h).
+void PackValueGroup(const uint8_t* codes, int bits, uint8_t* out) {
+  if (bits == 4) {
+    for (int b = 0; b < 16; ++b) out[b] = static_cast<uint8_t>(codes[b] | codes[b + 16] << 4);
+    return;
+  }
+  uint32_t high = 0;
+  for (int b = 0; b < 8; ++b) {
+    out[b] = 0;
+    for (int s = 0; s < 4; ++s) out[b] |= static_cast<uint8_t>((codes[8 * s + b] & 3) << 2 * s);
+  }
+  for (int i = 0; i < 32; ++i) high |= uint32_t(codes[i] >> 2) << i;
+  std::memcpy(out + 8, &high, sizeof high);
+}
+
+int ValueCodeAt(const uint8_t* codes, int bits, int i) {
+  const uint8_t* group = codes + i / kCodeGroup * kCodeGroup * bits / 8;
+  const int c = i % kCodeGroup;
+  if (bits == 4) return c < 16 ? group[c] & 15 : group[c - 16] >> 4;
+  uint32_t high;
+  std::memcpy(&high, group + 8, sizeof high);
+  return (group[c % 8] >> 2 * (c / 8) & 3) | (high >> c & 1) << 2;
+}
+
+// Position j's code of coordinate d in a block of keys (kv_codec.h); Set
+// replaces it, touching no other position's bits.
+int KeyCodeAt(const uint8_t* codes, int bits, int d, int j) {
+  if (bits == 4) return codes[d / 2 * 16 + j] >> 4 * (d % 2) & 15;
+  uint32_t low;
+  uint16_t high;
+  std::memcpy(&low, codes + 6 * d, sizeof low);
+  std::memcpy(&high, codes + 6 * d + 4, sizeof high);
+  return (low >> 2 * j & 3) | (high >> j & 1) << 2;
+}
+void SetKeyCode(uint8_t* codes, int bits, int d, int j, int code) {
+  if (bits == 4) {
+    uint8_t& byte = codes[d / 2 * 16 + j];
+    byte = static_cast<uint8_t>(d % 2 == 0 ? (byte & 0xF0) | code : (byte & 0x0F) | code << 4);
+    return;
+  }
+  uint32_t low;
+  uint16_t high;
+  std::memcpy(&low, codes + 6 * d, sizeof low);
+  std::memcpy(&high, codes + 6 * d + 4, sizeof high);
+  low = (low & ~(3u << 2 * j)) | uint32_t(code & 3) << 2 * j;
+  high = static_cast<uint16_t>((high & ~(1u << j)) | uint32_t(code >> 2) << j);
+  std::memcpy(codes + 6 * d, &low, sizeof low);
+  std::memcpy(codes + 6 * d + 4, &high, sizeof high);
+}
+
 }  // namespace
 
 bool CodecFitsHead(int head_dim) {
@@ -67,7 +117,7 @@ void CodecUnrotate(float* x, int head_dim) {
   FlipSigns(x, head_dim);
 }
 
-void CodecEncode(const float* x, int head_dim, int bits, uint8_t* out) {
+void CodecEncode(const float* x, int head_dim, int bits, CodecSide side, uint8_t* block, int j) {
   float r[kMaxHeadDim];
   std::memcpy(r, x, sizeof(float) * head_dim);
   CodecRotate(r, head_dim);
@@ -84,37 +134,26 @@ void CodecEncode(const float* x, int head_dim, int bits, uint8_t* out) {
     norm += double(levels[codes[i]]) * levels[codes[i]];
   }
   const uint16_t scale = F32ToF16(rms > 0 ? static_cast<float>(dot / norm) : 0.0f);
-  if (bits == 4) {
-    for (int i = 0; i < head_dim; i += 2) out[i / 2] = static_cast<uint8_t>(codes[i] | codes[i + 1] << 4);
+  std::memcpy(block + 2 * j, &scale, sizeof scale);
+  uint8_t* out = block + 2 * kCodedBlock;
+  if (side == CodecSide::kKeys) {
+    for (int d = 0; d < head_dim; ++d) SetKeyCode(out, bits, d, j, codes[d]);
   } else {
-    for (int i = 0; i < head_dim; i += 8) {  // 8 codes in 3 bytes, code k at bits 3k .. 3k + 2
-      uint32_t packed = 0;
-      for (int k = 0; k < 8; ++k) packed |= uint32_t(codes[i + k]) << (3 * k);
-      uint8_t* p = out + i / 8 * 3;
-      p[0] = static_cast<uint8_t>(packed);
-      p[1] = static_cast<uint8_t>(packed >> 8);
-      p[2] = static_cast<uint8_t>(packed >> 16);
-    }
+    out += j * head_dim * bits / 8;
+    for (int g = 0; g < head_dim; g += kCodeGroup) PackValueGroup(codes + g, bits, out + g * bits / 8);
   }
-  std::memcpy(out + head_dim * bits / 8, &scale, sizeof scale);
 }
 
-void CodecDecodeRotated(const uint8_t* in, int head_dim, int bits, float* x_rotated) {
+void CodecDecodeRotated(const uint8_t* block, int j, int head_dim, int bits, CodecSide side, float* x_rotated) {
   uint16_t scale_bits;
-  std::memcpy(&scale_bits, in + head_dim * bits / 8, sizeof scale_bits);
+  std::memcpy(&scale_bits, block + 2 * j, sizeof scale_bits);
   const float scale = F16ToF32(scale_bits);
   const float* levels = CodecLevels(bits);
-  if (bits == 4) {
-    for (int i = 0; i < head_dim; i += 2) {
-      x_rotated[i] = scale * levels[in[i / 2] & 0xF];
-      x_rotated[i + 1] = scale * levels[in[i / 2] >> 4];
-    }
-  } else {
-    for (int i = 0; i < head_dim; i += 8) {
-      const uint8_t* p = in + i / 8 * 3;
-      const uint32_t packed = p[0] | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16;
-      for (int k = 0; k < 8; ++k) x_rotated[i + k] = scale * levels[(packed >> (3 * k)) & 7];
-    }
+  const uint8_t* codes = CodecBlockCodes(block);
+  for (int d = 0; d < head_dim; ++d) {
+    const int code = side == CodecSide::kKeys ? KeyCodeAt(codes, bits, d, j)
+                                              : ValueCodeAt(CodecValueCodes(block, j, head_dim, bits), bits, d);
+    x_rotated[d] = scale * levels[code];
   }
 }
 

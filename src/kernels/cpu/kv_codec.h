@@ -17,8 +17,8 @@ namespace kakeya {
 // (the Hadamard transform's sizes).
 bool CodecFitsHead(int head_dim);
 
-// Bytes of one coded head vector of `bits` (4 or 3) per value: the packed
-// levels, then the F16 scale.
+// Bytes one coded head vector of `bits` (4 or 3) per value takes: its codes
+// and its F16 scale.
 int CodecBytes(int head_dim, int bits);
 
 // x <- H D x, in place: D flips the signs of a fixed pseudo-random half of
@@ -27,10 +27,36 @@ int CodecBytes(int head_dim, int bits);
 void CodecRotate(float* x, int head_dim);
 void CodecUnrotate(float* x, int head_dim);
 
-// Codes x (F32 [head_dim], not rotated) into `out` (CodecBytes).
-void CodecEncode(const float* x, int head_dim, int bits, uint8_t* out);
-// The coded vector, rotated: scale * level[code] per coordinate.
-void CodecDecodeRotated(const uint8_t* in, int head_dim, int bits, float* x_rotated);
+// A cache stores coded vectors in blocks of kCodedBlock positions of one
+// head (kCodedBlock * CodecBytes bytes): the positions' F16 scales first,
+// then their codes, laid out for attention's decoders (attention.cc), which
+// get a vector of lanes from a byte load, a widening and a shift:
+// - keys, coordinate-major: a vector holds one coordinate of the block's 16
+//   positions, lane j position j, so that a query's scores for the block are
+//   its coordinates times those vectors, summed, without a horizontal sum.
+//   4 bits: 16 bytes per pair of coordinates (d, d + 1), byte j = code of
+//   (d, j) | code of (d + 1, j) << 4. 3 bits: 6 bytes per coordinate, a
+//   32-bit word with position j's low two bits at bits 2j, 2j + 1, then a
+//   16-bit one with its third bit at bit j (little-endian).
+// - values, position-major (each position's codes together, as attention
+//   adds whole weighted vectors), in groups of 32 coordinates: 4 bits, 16
+//   bytes, byte b = code b | code b + 16 << 4; 3 bits, 12 bytes, byte b
+//   (b < 8) holding the low two bits of codes b, b + 8, b + 16 and b + 24
+//   from bit 0 up, and a little-endian word of their third bits, code i's at
+//   bit i.
+inline constexpr int kCodedBlock = 16;
+inline constexpr int kCodeGroup = 32;
+enum class CodecSide : uint8_t { kKeys, kValues };
+
+// Codes x (F32 [head_dim], not rotated) as position j of a block.
+void CodecEncode(const float* x, int head_dim, int bits, CodecSide side, uint8_t* block, int j);
+// Position j of a block, rotated: scale * level[code] per coordinate.
+void CodecDecodeRotated(const uint8_t* block, int j, int head_dim, int bits, CodecSide side, float* x_rotated);
+// Where a block's codes start, and a value position's codes.
+inline const uint8_t* CodecBlockCodes(const uint8_t* block) { return block + 2 * kCodedBlock; }
+inline const uint8_t* CodecValueCodes(const uint8_t* block, int j, int head_dim, int bits) {
+  return CodecBlockCodes(block) + j * head_dim * bits / 8;
+}
 
 // The Lloyd-Max levels of a unit Gaussian, ascending: 16 for 4 bits, 8 for
 // 3, from Lloyd's iteration in float64 (kv_types_test checks that they are

@@ -60,13 +60,13 @@ int64_t KvHeadBytes(KvType t, int head_dim) {
   return IsCodec(t) ? CodecBytes(head_dim, Info(t).codec_bits) : RowBytes(Info(t).dtype, head_dim);
 }
 
+int CodecBits(KvType t) { return Info(t).codec_bits; }
+
 void EncodeKvHead(KvType t, const float* x, int head_dim, uint8_t* out) {
-  if (IsCodec(t)) return CodecEncode(x, head_dim, Info(t).codec_bits, out);
   QuantizeRow(Info(t).dtype, x, out, head_dim);
 }
 
 void DecodeKvHead(KvType t, const uint8_t* in, int head_dim, float* out) {
-  if (IsCodec(t)) return CodecDecodeRotated(in, head_dim, Info(t).codec_bits, out);
   if (t == KvType::kF32) {
     std::memcpy(out, in, sizeof(float) * head_dim);
     return;

@@ -24,11 +24,13 @@ bool IsCodec(KvType t);
 // q8_0 and q4_0 need a multiple of 32, the codec a power of two, 32 .. 512.
 std::string KvTypeUnfit(KvType t, int head_dim);
 
-// Bytes of one head vector stored as t.
+// Bytes of one head vector stored as t (the codec's: its share of a block).
 int64_t KvHeadBytes(KvType t, int head_dim);
+// The codec's bits per value; 0 for the other types.
+int CodecBits(KvType t);
 
-// One head vector, F32 [head_dim], into t's bytes, and back. The codec
-// decodes to the rotated vector (kv_codec.h); every other type to the vector.
+// One head vector, F32 [head_dim], into t's bytes, and back: the llama.cpp
+// types (the codec codes vectors into blocks of positions: kv_codec.h).
 void EncodeKvHead(KvType t, const float* x, int head_dim, uint8_t* out);
 void DecodeKvHead(KvType t, const uint8_t* in, int head_dim, float* out);
 
