@@ -4,7 +4,7 @@
 # random-weight bench models (written by tools/make_bench_model.cc).
 #
 #   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"] [--moe]
-#                                [--synthetic]
+#                                [--synthetic] [--long] [--depths 1024,8192,32768]
 #
 # --types takes any of
 #   f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32
@@ -32,6 +32,18 @@
 # n-max, --spec-draft-p-min 0); both generate the same number of tokens from
 # the same prompt, greedy. Each engine's speedup is against its own plain
 # decoding in the same round.
+#
+# --long adds issue #40's long-context rows (--types "" --long: only those) on
+# the dense Q8_0 bench model, at each of --depths positions already in the
+# cache (llama-bench's -d): per round, llama-bench -d DEPTHS -p 0 -n 16 -r 1 -fa 1
+# with its f16, q8_0 and q4_0 caches (K and V alike), then right after
+# `kakeya bench depth` at the same depths with f16, q8_0, q4_0 and
+# kakeya4/kakeya3. The reference fills its cache by a prefill of DEPTH tokens
+# (about 30 minutes per cache type at 32k on 2 cores: --depths 1024,8192 is
+# quicker), kakeya with random keys and values (the same
+# work for attention: its time does not depend on the numbers). The table
+# gives decode tok/s per depth and type, and the codec's decode over the
+# reference's best type at that depth.
 #
 # Everything of the reference (npm tarball, source, build, bench models, raw
 # results) lives in $KAKEYA_REF_DIR (default ~/.cache/kakeya-reference),
@@ -74,6 +86,9 @@ moe=0
 synthetic=0
 synthetic_cases="q8_0:4:3 q4_k_m:4:3 f16:8:5"  # type:block:tau
 synthetic_tokens=128
+long=0
+depths=1024,8192,32768
+long_types="f16 q8_0 q4_0"
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -81,13 +96,15 @@ while [ $# -gt 0 ]; do
     --types) types=$2; shift 2 ;;
     --moe) moe=1; shift ;;
     --synthetic) synthetic=1; shift ;;
+    --long) long=1; shift ;;
+    --depths) depths=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "compare-reference.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 if [ "$moe" = 1 ]; then types="$types $moe_types"; fi
 types=$(echo "$types" | xargs)  # one space between types
-if [ -z "$types" ] && [ "$synthetic" = 0 ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
+if [ -z "$types" ] && [ "$synthetic" = 0 ] && [ "$long" = 0 ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
 case "$scratch/" in
   "$repo"/*) echo "KAKEYA_REF_DIR ($scratch) must be outside the repository" >&2; exit 2 ;;
 esac
@@ -164,7 +181,9 @@ if [ "$synthetic" = 1 ] && [ ! -f "$draft_model" ]; then
     --heads 4 --kv-heads 2
   mv "$draft_model.part" "$draft_model"
 fi
-for t in $types $synthetic_types; do
+long_model_type=""
+[ "$long" = 0 ] || long_model_type=q8_0
+for t in $types $synthetic_types $long_model_type; do
   m=$(model_file "$t")
   if [ ! -f "$m" ]; then
     # shellcheck disable=SC2046  # the flags are words
@@ -203,6 +222,19 @@ for r in $(seq 1 "$rounds"); do
     kak "prefill-$t-$r" bench verify -m "$m" --rows 128 --prefill --context 0 --reps 3
   done
 done
+
+# Long context (--long): per round, the reference's cache types, then kakeya's.
+if [ "$long" = 1 ]; then
+  m=$(model_file q8_0)
+  for r in $(seq 1 "$rounds"); do
+    for c in $long_types; do
+      echo "round $r/$rounds: long context, reference $c cache, depths $depths" >&2
+      ref "ref-long-$c-$r" -m "$m" -d "$depths" -p 0 -n 16 -r 1 -fa 1 -ctk "$c" -ctv "$c"
+    done
+    echo "round $r/$rounds: long context, kakeya" >&2
+    kak "depth-$r" bench depth -m "$m" --depth "$depths" --cache-types f16,q8_0,q4_0,kakeya4/kakeya3 --rounds 1
+  done
+fi
 
 # 4. Synthetic acceptance (--synthetic): per case, both reference servers
 # start once; each round then runs the reference's plain and synthetic
@@ -275,9 +307,11 @@ fi
 # 5. The tables: the engines side by side on the --types models, then the
 # synthetic acceptance cases (--synthetic).
 [ "$synthetic" = 1 ] || synthetic_cases=""
-python3 - "$out" "$rounds" "$types" "$synthetic_cases" <<'EOF'
+[ "$long" = 1 ] || long_types=""
+python3 - "$out" "$rounds" "$types" "$synthetic_cases" "$long_types" <<'EOF'
 import json, os, statistics, sys
 out, rounds, types, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+long_types = sys.argv[5].split()
 
 def load(name):
     path = f"{out}/{name}.json"
@@ -331,6 +365,25 @@ if types:
                      f"{fmt(med(k_pp), 1)} / {fmt(med(ref_pp[128]), 1)}", fmt(pp_ratio)))
     table(("type", "decode tok/s k / ref", "ratio", "cost(4)/(1) k / ref", "cost(8)/(1) k / ref",
            "cost(16)/(1) k / ref", "prefill128 tok/s k / ref", "ratio"), rows)
+
+if long_types:
+    print(f"\nlong context, bench model Q8_0, decode tok/s (kakeya / reference with -fa 1); medians of "
+          f"{rounds} alternating rounds; raw results in {out}\n")
+    ref_ts, k_ts = {}, {}  # (depth, type) -> tok/s per round
+    for r in range(1, rounds + 1):
+        for c in long_types:
+            for e in load(f"ref-long-{c}-{r}") or []:
+                ref_ts.setdefault((e["n_depth"], c), []).append(e["avg_ts"])
+        for e in (load(f"depth-{r}") or {"results": []})["results"]:
+            k_ts.setdefault((e["depth"], e["cache_types"]), []).append(e["decode_tok_s"])
+    rows = []
+    for depth in sorted({d for d, _ in ref_ts} | {d for d, _ in k_ts}):
+        ref_best = max((med(ref_ts.get((depth, c), [])) or 0) for c in long_types)
+        cells = [f"{fmt(med(k_ts.get((depth, f'{c}/{c}'), [])), 1)} / {fmt(med(ref_ts.get((depth, c), [])), 1)}"
+                 for c in long_types]
+        codec = med(k_ts.get((depth, "kakeya4/kakeya3"), []))
+        rows.append((str(depth), *cells, fmt(codec, 1), fmt(codec / ref_best if codec and ref_best else None)))
+    table(("depth", *[f"{c} k / ref" for c in long_types], "kakeya4/kakeya3", "codec / ref's best"), rows)
 
 if cases:
     first = next((k for c in cases if (k := load(f"synth-{c.split(':')[0]}-1"))), None)

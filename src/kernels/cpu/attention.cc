@@ -576,6 +576,30 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       if (x > max) max = x;
     }
   };
+  // The (row, head) pairs (r * group + g) waiting for the coded keys of the
+  // block at hand, scored 4 at a time by score_coded (fewer: one at a time).
+  const uint8_t* coded_keys = nullptr;
+  int coded_pairs[4];
+  int n_coded = 0;
+  auto score_coded = [&](int p0) __attribute__((always_inline)) {
+    const int bits = CodecBits(kv.coded_k.type);
+    float scores[4][kCodedBlock];
+    auto q_of = [&](int pair) { return rotated_query(pair / group, pair % group); };
+    if (n_coded == 4) {
+      const float* const q4[4] = {q_of(coded_pairs[0]), q_of(coded_pairs[1]), q_of(coded_pairs[2]), q_of(coded_pairs[3])};
+      CodedKeyScores<kW, 4, kX86Vector>(q4, coded_keys, s.head_dim, bits, s.scale, scores);
+    }
+    for (int i = 0; i < n_coded; ++i) {
+      if (n_coded < 4) {
+        const float* const q1[1] = {q_of(coded_pairs[i])};
+        CodedKeyScores<kW, 1, kX86Vector>(q1, coded_keys, s.head_dim, bits, s.scale,
+                                          reinterpret_cast<float (&)[1][kCodedBlock]>(scores[i]));
+      }
+      const int r = coded_pairs[i] / group, g = coded_pairs[i] % group;
+      record(r, g, p0, p0 + kCodedBlock, p0, LoadLanes<V>(scores[i]));
+    }
+    n_coded = 0;
+  };
   // Scores, and each (row, head)'s running maximum in key order.
   for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
     const int p1 = std::min(p0 + kLanes, last_pos + 1);
@@ -583,7 +607,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     wanted(p0, p1, &want_exact, &want_coded);
     const float* exact_k[kLanes];
     if (want_exact) block_rows(exact_k, p0, p1, false, true, tile_k);
-    const uint8_t* coded_keys = want_coded ? kv.coded_k.at(p0, kv_head) : nullptr;
+    coded_keys = want_coded ? kv.coded_k.at(p0, kv_head) : nullptr;
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
@@ -593,24 +617,15 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
         }
         continue;
       }
-      // A coded block is whole (CodedEnd): its 16 positions' scores for up
-      // to 4 heads at a time, each vector of levels decoded once for them.
-      const int bits = CodecBits(kv.coded_k.type);
-      float coded_scores[4][kCodedBlock];
-      int g = 0;
-      for (; g + 4 <= group; g += 4) {
-        const float* const q4[4] = {rotated_query(r, g), rotated_query(r, g + 1), rotated_query(r, g + 2),
-                                    rotated_query(r, g + 3)};
-        CodedKeyScores<kW, 4, kX86Vector>(q4, coded_keys, s.head_dim, bits, s.scale, coded_scores);
-        for (int i = 0; i < 4; ++i) record(r, g + i, lo, hi, p0, LoadLanes<V>(coded_scores[i]));
-      }
-      for (; g < group; ++g) {
-        const float* const q1[1] = {rotated_query(r, g)};
-        float (&one)[1][kCodedBlock] = reinterpret_cast<float (&)[1][kCodedBlock]>(coded_scores);
-        CodedKeyScores<kW, 1, kX86Vector>(q1, coded_keys, s.head_dim, bits, s.scale, one);
-        record(r, g, lo, hi, p0, LoadLanes<V>(coded_scores[0]));
+      // A coded block is whole (CodedEnd), and scored for 4 (row, head)
+      // pairs at a time, of any rows: each vector of levels is decoded
+      // once for them. A pair's score is the same in any company.
+      for (int g = 0; g < group; ++g) {
+        coded_pairs[n_coded++] = r * group + g;
+        if (n_coded == 4) score_coded(p0);
       }
     }
+    score_coded(p0);
   }
   for (int r = 0; r < rows.n_rows; ++r) {
     const int first = first_key(row_last(r));
