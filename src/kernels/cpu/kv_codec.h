@@ -29,7 +29,7 @@ void CodecUnrotate(float* x, int head_dim);
 
 // A cache stores coded vectors in blocks of kCodedBlock positions of one
 // head (kCodedBlock * CodecBytes bytes): the positions' F16 scales first,
-// then their codes, laid out for attention's decoders (attention.cc), which
+// then their codes, laid out for attention's decoders (kv_read-inl.h), which
 // get a vector of lanes from a byte load, a widening and a shift:
 // - keys, coordinate-major: a vector holds one coordinate of the block's 16
 //   positions, lane j position j, so that a query's scores for the block are
