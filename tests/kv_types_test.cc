@@ -25,16 +25,31 @@ namespace {
 double Pdf(double x) { return std::exp(-x * x / 2) / std::sqrt(2 * M_PI); }
 double Cdf(double x) { return 0.5 * (1 + std::erf(x / std::sqrt(2.0))); }
 
-TEST(KvCodec, LevelsAreLloydMaxForAUnitGaussian) {
+// The Lloyd-Max quantizer of a unit Gaussian with n levels, by Lloyd's
+// iteration from evenly spaced levels: each level moves to the centroid of
+// the Gaussian between the midpoints around it.
+std::vector<double> LloydMax(int n) {
+  std::vector<double> levels(n);
+  for (int i = 0; i < n; ++i) levels[i] = -2.0 + 4.0 * (i + 0.5) / n;
+  for (int iteration = 0; iteration < 20000; ++iteration) {
+    std::vector<double> next(n);
+    for (int i = 0; i < n; ++i) {
+      const double a = i == 0 ? -INFINITY : 0.5 * (levels[i - 1] + levels[i]);
+      const double b = i == n - 1 ? INFINITY : 0.5 * (levels[i] + levels[i + 1]);
+      next[i] = ((std::isinf(a) ? 0 : Pdf(a)) - (std::isinf(b) ? 0 : Pdf(b))) / (Cdf(b) - Cdf(a));
+    }
+    levels = next;
+  }
+  return levels;
+}
+
+TEST(KvCodec, LevelsAreLloydMaxForAUnitGaussianIn8Bits) {
   for (int bits : {3, 4}) {
     const int n = 1 << bits;
-    const float* levels = CodecLevels(bits);
+    const std::vector<double> lloyd = LloydMax(n);
+    EXPECT_NEAR(lloyd[n - 1], bits == 4 ? 2.7326 : 2.1519, 1e-4);  // the published outer levels
     for (int i = 0; i < n; ++i) {
-      // The centroid of the Gaussian between the midpoints around level i.
-      const double a = i == 0 ? -INFINITY : 0.5 * (double(levels[i - 1]) + levels[i]);
-      const double b = i == n - 1 ? INFINITY : 0.5 * (double(levels[i]) + levels[i + 1]);
-      const double centroid = ((std::isinf(a) ? 0 : Pdf(a)) - (std::isinf(b) ? 0 : Pdf(b))) / (Cdf(b) - Cdf(a));
-      EXPECT_NEAR(levels[i], centroid, 1e-6) << bits << " bits, level " << i;
+      EXPECT_EQ(CodecLevels(bits)[i], std::lround(127 * lloyd[i] / lloyd[n - 1])) << bits << " bits, level " << i;
     }
   }
 }
@@ -87,7 +102,8 @@ TEST(KvCodec, RotationIsTheOrthonormalHadamardWithSignFlips) {
 }
 
 // The codec's encoder written out in float64: codes of the rotated vector
-// over its RMS, least-squares scale rounded to F16.
+// over its RMS against the integer levels over 127 / (outer Lloyd-Max
+// level), least-squares scale rounded to F16 in units of 1/128.
 struct Coded {
   std::vector<int> codes;
   float scale;
@@ -98,19 +114,21 @@ Coded EncodeReference(const std::vector<float>& x, int bits) {
   double ss = 0;
   for (double v : r) ss += v * v;
   const double rms = std::sqrt(ss / d);
-  const float* levels = CodecLevels(bits);
+  const int8_t* levels = CodecLevels(bits);
+  static const double outer[2] = {LloydMax(8).back(), LloydMax(16).back()};
+  const double per_unit = 127 / outer[bits - 3];
   Coded c{std::vector<int>(d), 0};
   double dot = 0, norm = 0;
   for (int i = 0; i < d; ++i) {
     int best = 0;
     for (int k = 1; k < (1 << bits); ++k) {
-      if (std::abs(r[i] / rms - levels[k]) < std::abs(r[i] / rms - levels[best])) best = k;
+      if (std::abs(r[i] / rms * per_unit - levels[k]) < std::abs(r[i] / rms * per_unit - levels[best])) best = k;
     }
     c.codes[i] = best;
     dot += r[i] * levels[best];
     norm += double(levels[best]) * levels[best];
   }
-  c.scale = F16ToF32(F32ToF16(static_cast<float>(dot / norm)));
+  c.scale = F16ToF32(F32ToF16(static_cast<float>(dot / norm * 128))) * (1.0f / 128);
   return c;
 }
 

@@ -9,6 +9,7 @@
 #include "base/portable_math.h"
 #include "kernels/cpu/dequant.h"
 #include "kernels/cpu/kv_codec.h"
+#include "kernels/cpu/kv_dots.h"
 #include "kernels/cpu/kv_read-inl.h"
 #include "kernels/cpu/vec16-inl.h"
 
@@ -106,13 +107,44 @@ inline __attribute__((always_inline)) void AddWeightedValues(const float* const 
   }
 }
 
+// 16 int32 lanes as floats (exact: the codec's sums stay below 2^24).
+template <typename V>
+inline __attribute__((always_inline)) V IntLanes(const int32_t* p) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    Int16x i;
+    std::memcpy(&i, p, sizeof i);
+    return __builtin_convertvector(i, Float16x);
+  } else {
+    Int8x lo, hi;
+    std::memcpy(&lo, p, sizeof lo);
+    std::memcpy(&hi, p + 8, sizeof hi);
+    return {__builtin_convertvector(lo, Float8x), __builtin_convertvector(hi, Float8x)};
+  }
+}
+
+// 16 lanes holding whole numbers from 0 to 127, as bytes.
+template <typename V>
+inline __attribute__((always_inline)) void ByteLanes(const V& v, uint8_t* out) {
+  if constexpr (std::is_same_v<V, Float16x>) {
+    typedef uint8_t UByte16x __attribute__((vector_size(16)));
+    const UByte16x b = __builtin_convertvector(__builtin_convertvector(v, Int16x), UByte16x);
+    std::memcpy(out, &b, sizeof b);
+  } else {
+    const UByte8x lo = __builtin_convertvector(__builtin_convertvector(v.lo, Int8x), UByte8x);
+    const UByte8x hi = __builtin_convertvector(__builtin_convertvector(v.hi, Int8x), UByte8x);
+    std::memcpy(out, &lo, sizeof lo);
+    std::memcpy(out + 8, &hi, sizeof hi);
+  }
+}
+
 }  // namespace
 
 size_t AttendScratchFloats(const AttentionShape& s, int n_rows, int max_keys) {
   const size_t slots = size_t(n_rows) * (s.n_head / s.n_head_kv);
   // Weights and maxima; a block's decoded keys and values; rotated queries
-  // and value sums (the codec).
-  return slots * max_keys + slots + size_t(kLanes) * (s.head_dim + s.value_dim) + slots * (s.head_dim + s.value_dim);
+  // in 8 bits, their sums and factors, and rotated value sums (the codec).
+  return slots * max_keys + slots + size_t(kLanes) * (s.head_dim + s.value_dim) +
+         slots * (s.head_dim / 4 + 2 + s.value_dim);
 }
 
 KvView F32KvView(const float* k, int64_t k_stride, int head_dim, const float* v, int64_t v_stride, int value_dim,
@@ -140,7 +172,6 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
                                                            const AttentionRows& rows, const KvView& kv,
                                                            float* scratch) {
   const int group = s.n_head / s.n_head_kv;
-  constexpr int kW = std::is_same_v<V, Float16x> ? 16 : 8;  // the codec decoders' lanes
   auto first_key = [&](int pos) { return FirstVisiblePosition(pos, rows.window); };
   const int first_pos = rows.first_pos;
   // The last key row r sees: its own position, or the block's end for all.
@@ -152,13 +183,15 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   float* max_score = scratch + size_t(slots) * stride;
   float* tile_k = max_score + slots;                       // F32 [16, head_dim]: a decoded block
   float* tile_v = tile_k + size_t(kLanes) * s.head_dim;    // F32 [16, value_dim]
-  float* q_rot = tile_v + size_t(kLanes) * s.value_dim;    // F32 [slots, head_dim]
-  float* out_rot = q_rot + size_t(slots) * s.head_dim;     // F32 [slots, value_dim]
+  // The codec's: rotated queries in 8 bits, their sums and factors; value sums.
+  auto* q8 = reinterpret_cast<int8_t*>(tile_v + size_t(kLanes) * s.value_dim);  // [slots, head_dim]
+  auto* q_sum = reinterpret_cast<int32_t*>(q8 + size_t(slots) * s.head_dim);      // [slots]
+  float* q_factor = reinterpret_cast<float*>(q_sum + slots);                       // [slots]
+  float* out_rot = q_factor + slots;                                               // F32 [slots, value_dim]
   // Row r's weights: [0] is its first key's.
   auto weights = [&](int r, int g) { return scratch + size_t(r * group + g) * stride; };
   auto query = [&](int r, int g) { return rows.q + r * rows.q_stride + int64_t(kv_head * group + g) * s.head_dim; };
   auto output = [&](int r, int g) { return rows.out + r * rows.out_stride + int64_t(kv_head * group + g) * s.value_dim; };
-  auto rotated_query = [&](int r, int g) { return q_rot + size_t(r * group + g) * s.head_dim; };
   auto rotated_output = [&](int r, int g) { return out_rot + size_t(r * group + g) * s.value_dim; };
   // The part of block [p0, p1) that row r sees.
   auto visible = [&](int r, int p0, int p1, int* lo, int* hi) {
@@ -174,31 +207,24 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
   // Pointers to the 16 F32 rows of block [p0, p1) of keys or values: in the
   // cache (F32 rows, the codec's sink), or decoded into `tile`. A partial
   // block repeats its first row. A block's rows are all of one type: a
-  // codec's exact and sink rows are F32.
+  // codec's exact and sink rows are F32 (its coded blocks are read by
+  // integer dot products, kv_dots.h).
   // (always_inline: a lambda left out of line is compiled for the baseline
   // ISA, not the target this body is built for.)
-  auto block_rows = [&](const float* (&out)[kLanes], int p0, int p1, bool read_coded, bool keys,
-                        float* tile) __attribute__((always_inline)) {
+  auto block_rows = [&](const float* (&out)[kLanes], int p0, int p1, bool keys, float* tile)
+                        __attribute__((always_inline)) {
     const int dim = keys ? s.head_dim : s.value_dim;
-    const KvRows& rows = read_coded ? (keys ? kv.coded_k : kv.coded_v) : (keys ? kv.k : kv.v);
+    const KvRows& rows = keys ? kv.k : kv.v;
     const uint8_t* at[kLanes];
     for (int p = p0; p < p1; ++p) {
-      if (read_coded) {
-        at[p - p0] = rows.at(p, kv_head);
-      } else if (codec && p < kv.split.sink) {
+      if (codec && p < kv.split.sink) {
         at[p - p0] = (keys ? kv.sink_k : kv.sink_v).at(p, kv_head);
       } else {
         at[p - p0] = rows.at(p % kv.capacity, kv_head);
       }
     }
     const int n = p1 - p0;
-    if (read_coded) {  // values (coded keys are scored in place: CodedKeyScores), a whole block
-      const int bits = CodecBits(rows.type);
-      for (int i = 0; i < n; ++i) {
-        DecodeValueLevels<kW>(CodecValueCodes(at[0], i, dim, bits), bits, dim, tile + size_t(i) * dim);
-        out[i] = tile + size_t(i) * dim;
-      }
-    } else if (rows.type == KvType::kF32) {
+    if (rows.type == KvType::kF32) {
       for (int i = 0; i < n; ++i) out[i] = reinterpret_cast<const float*>(at[i]);
     } else {
       DecodeHeads<kX86Vector>(rows.type, at, n, dim, tile);
@@ -215,13 +241,27 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     }
   };
   for (int i = 0; i < slots; ++i) max_score[i] = -std::numeric_limits<float>::infinity();
+  // A query reading coded keys is rotated to meet them and rounded to 8
+  // bits against its largest coordinate; its factor takes the integer sums
+  // back to scores.
+  const CodedDots& dots = ActiveCodedDots();
   if (codec) {
     for (int r = 0; r < rows.n_rows; ++r) {
       if (!coded(r, kv.split.sink)) continue;  // reads nothing coded
       for (int g = 0; g < group; ++g) {
-        std::memcpy(rotated_query(r, g), query(r, g), sizeof(float) * s.head_dim);
-        CodecRotate(rotated_query(r, g), s.head_dim);
-        std::fill_n(rotated_output(r, g), s.value_dim, 0.0f);
+        const int pair = r * group + g;
+        float* rotated = tile_k;
+        std::memcpy(rotated, query(r, g), sizeof(float) * s.head_dim);
+        CodecRotate(rotated, s.head_dim);
+        float largest = 0.0f;
+        for (int d = 0; d < s.head_dim; ++d) largest = std::max(largest, std::abs(rotated[d]));
+        const float to_int = largest > 0.0f ? 127.0f / largest : 0.0f;
+        int8_t* q = q8 + size_t(pair) * s.head_dim;
+        int32_t sum = 0;
+        for (int d = 0; d < s.head_dim; ++d) sum += q[d] = static_cast<int8_t>(std::nearbyint(rotated[d] * to_int));
+        q_sum[pair] = sum;
+        q_factor[pair] = largest / 127.0f * kCodecScaleUnit * s.scale;
+        std::fill_n(out_rot + size_t(pair) * s.value_dim, s.value_dim, 0.0f);
       }
     }
   }
@@ -245,26 +285,24 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     }
   };
   // The (row, head) pairs (r * group + g) waiting for the coded keys of the
-  // block at hand, scored 4 at a time by score_coded (fewer: one at a time).
+  // block at hand, scored up to 4 at a time by score_coded.
   const uint8_t* coded_keys = nullptr;
-  int coded_pairs[4];
+  int coded_pairs[kMaxDotVectors];
   int n_coded = 0;
   auto score_coded = [&](int p0) __attribute__((always_inline)) {
-    const int bits = CodecBits(kv.coded_k.type);
-    float scores[4][kCodedBlock];
-    auto q_of = [&](int pair) { return rotated_query(pair / group, pair % group); };
-    if (n_coded == 4) {
-      const float* const q4[4] = {q_of(coded_pairs[0]), q_of(coded_pairs[1]), q_of(coded_pairs[2]), q_of(coded_pairs[3])};
-      CodedKeyScores<kW, 4, kX86Vector>(q4, coded_keys, s.head_dim, bits, s.scale, scores);
-    }
+    if (n_coded == 0) return;
+    const int8_t* q[kMaxDotVectors];
+    int32_t sums[kMaxDotVectors][kCodedBlock], q_sums[kMaxDotVectors];
     for (int i = 0; i < n_coded; ++i) {
-      if (n_coded < 4) {
-        const float* const q1[1] = {q_of(coded_pairs[i])};
-        CodedKeyScores<kW, 1, kX86Vector>(q1, coded_keys, s.head_dim, bits, s.scale,
-                                          reinterpret_cast<float (&)[1][kCodedBlock]>(scores[i]));
-      }
-      const int r = coded_pairs[i] / group, g = coded_pairs[i] % group;
-      record(r, g, p0, p0 + kCodedBlock, p0, LoadLanes<V>(scores[i]));
+      q[i] = q8 + size_t(coded_pairs[i]) * s.head_dim;
+      q_sums[i] = q_sum[coded_pairs[i]];
+    }
+    dots.keys(q, q_sums, n_coded, CodecBlockCodes(coded_keys), s.head_dim, CodecBits(kv.coded_k.type), sums);
+    float scales[kCodedBlock];
+    BlockScales<kX86Vector>(coded_keys, scales);
+    for (int i = 0; i < n_coded; ++i) {
+      const V score = IntLanes<V>(sums[i]) * LoadLanes<V>(scales) * q_factor[coded_pairs[i]];
+      record(coded_pairs[i] / group, coded_pairs[i] % group, p0, p0 + kCodedBlock, p0, score);
     }
     n_coded = 0;
   };
@@ -274,7 +312,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
     bool want_exact, want_coded;
     wanted(p0, p1, &want_exact, &want_coded);
     const float* exact_k[kLanes];
-    if (want_exact) block_rows(exact_k, p0, p1, false, true, tile_k);
+    if (want_exact) block_rows(exact_k, p0, p1, true, tile_k);
     coded_keys = want_coded ? kv.coded_k.at(p0, kv_head) : nullptr;
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
@@ -290,7 +328,7 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       // once for them. A pair's score is the same in any company.
       for (int g = 0; g < group; ++g) {
         coded_pairs[n_coded++] = r * group + g;
-        if (n_coded == 4) score_coded(p0);
+        if (n_coded == kMaxDotVectors) score_coded(p0);
       }
     }
     score_coded(p0);
@@ -302,45 +340,70 @@ static inline __attribute__((always_inline)) void AttendKvHeadBody(const Attenti
       std::fill_n(output(r, g), s.value_dim, 0.0f);
     }
   }
-  // Weighted values, block by block, into the outputs (coded ones into the
-  // rotated sums).
+  // Weighted values, block by block, into the outputs. A coded block is
+  // summed by integer dot products (kv_dots.h) for up to 4 (row, head) pairs
+  // at a time, into their rotated sums: a pair's weights times the
+  // positions' scales, rounded to 7 bits against their largest, whose factor
+  // takes the integer sums back. A pair's sum is the same in any company.
+  const uint8_t* coded_values = nullptr;
+  float value_scales[kCodedBlock] = {};  // read only where want_coded set them (GCC cannot tell)
+  uint8_t w7[kMaxDotVectors][kCodedBlock];
+  float w7_factor[kMaxDotVectors];
+  int value_pairs[kMaxDotVectors];
+  int n_value = 0;
+  auto sum_coded = [&]() __attribute__((always_inline)) {
+    if (n_value == 0) return;
+    const uint8_t* w[kMaxDotVectors];
+    float* out[kMaxDotVectors];
+    for (int i = 0; i < n_value; ++i) {
+      w[i] = w7[i];
+      out[i] = out_rot + size_t(value_pairs[i]) * s.value_dim;
+    }
+    dots.values(w, w7_factor, n_value, CodecBlockCodes(coded_values), s.value_dim, CodecBits(kv.coded_v.type), out);
+    n_value = 0;
+  };
+  auto add_coded = [&](int pair, const float* weight) __attribute__((always_inline)) {
+    const V w = LoadLanes<V>(weight) * LoadLanes<V>(value_scales);
+    const float largest = MaxLanes(w);
+    if (!(largest > 0.0f)) return;  // weights of 0 add nothing
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer, ties to even
+    ByteLanes((w * (127.0f / largest) + Splat<V>(kRound)) - kRound, w7[n_value]);
+    w7_factor[n_value] = largest / 127.0f * kCodecScaleUnit;
+    value_pairs[n_value++] = pair;
+    if (n_value == kMaxDotVectors) sum_coded();
+  };
   for (int p0 = begin; p0 <= last_pos; p0 += kLanes) {
     const int p1 = std::min(p0 + kLanes, last_pos + 1);
     bool want_exact, want_coded;
     wanted(p0, p1, &want_exact, &want_coded);
     const float* exact_v[kLanes];
-    const float* coded_v[kLanes];
-    float value_scales[kCodedBlock] = {};  // read only where want_coded set them (GCC cannot tell)
-    if (want_exact) block_rows(exact_v, p0, p1, false, false, tile_v);
+    if (want_exact) block_rows(exact_v, p0, p1, false, tile_v);
     if (want_coded) {
-      block_rows(coded_v, p0, p1, true, false, tile_v);
-      BlockScales<kX86Vector>(kv.coded_v.at(p0, kv_head), value_scales);
+      coded_values = kv.coded_v.at(p0, kv_head);
+      BlockScales<kX86Vector>(coded_values, value_scales);
     }
     for (int r = 0; r < rows.n_rows; ++r) {
       int lo, hi;
       if (!visible(r, p0, p1, &lo, &hi)) continue;
-      const bool rc = coded(r, p0);
-      if (rc) {  // the levels were decoded without the scales: the weights take them
-        for (int g = 0; g < group; ++g) {
-          float* w = weights(r, g) + (lo - first_key(row_last(r)));
-          StoreLanes(w, LoadLanes<V>(w) * LoadLanes<V>(value_scales));
-        }
-      }
-      const float* const* vj = (rc ? coded_v : exact_v) + (lo - p0);
-      auto out = [&](int g) { return rc ? rotated_output(r, g) : output(r, g); };
       const int skip = lo - first_key(row_last(r));  // this block's first visible key, in the row's weights
+      if (coded(r, p0)) {  // a whole block
+        for (int g = 0; g < group; ++g) add_coded(r * group + g, weights(r, g) + skip);
+        continue;
+      }
+      const float* const* vj = exact_v + (lo - p0);
       int g = 0;
       for (; g + 1 < group; g += 2) {
         const float* const w[2] = {weights(r, g) + skip, weights(r, g + 1) + skip};
-        float* const o[2] = {out(g), out(g + 1)};
+        float* const o[2] = {output(r, g), output(r, g + 1)};
         AddWeightedValues<V, 2>(w, vj, hi - lo, s.value_dim, o);
       }
       if (g < group) {
         const float* const w[1] = {weights(r, g) + skip};
-        float* const o[1] = {out(g)};
+        float* const o[1] = {output(r, g)};
         AddWeightedValues<V, 1>(w, vj, hi - lo, s.value_dim, o);
       }
     }
+    sum_coded();
   }
   if (codec) {
     for (int r = 0; r < rows.n_rows; ++r) {

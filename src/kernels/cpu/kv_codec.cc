@@ -9,6 +9,10 @@ namespace kakeya {
 namespace {
 
 constexpr int kMaxHeadDim = 512;
+// The outer Lloyd-Max level of a unit Gaussian, which the integer levels
+// put at 127: rotated coordinates over their RMS are scaled by 127 over it.
+constexpr float kLloydMaxOuter4 = 2.732589571f;
+constexpr float kLloydMaxOuter3 = 2.151945705f;
 
 // D's sign of coordinate i: a bit of SplitMix64's finalizer of i, so that the
 // flips have no structure the Hadamard transform could line up with.
@@ -41,62 +45,46 @@ void Hadamard(float* x, int d) {
   for (int i = 0; i < d; ++i) x[i] *= norm;
 }
 
-int NearestLevel(float v, const float* levels, int n) {
+// The index of the level nearest v among n ascending ones: the midpoints
+// are the boundaries.
+int NearestLevel(float v, const int8_t* levels, int n) {
   int best = 0;
-  for (int k = 1; k < n; ++k) {  // levels ascend: the midpoints are the boundaries
+  for (int k = 1; k < n; ++k) {
     if (v > 0.5f * (levels[k - 1] + levels[k])) best = k;
   }
   return best;
 }
 
-// A value position's group of 32 codes (kv_codec.h).
-void PackValueGroup(const uint8_t* codes, int bits, uint8_t* out) {
-  if (bits == 4) {
-    for (int b = 0; b < 16; ++b) out[b] = static_cast<uint8_t>(codes[b] | codes[b + 16] << 4);
-    return;
-  }
-  uint32_t high = 0;
-  for (int b = 0; b < 8; ++b) {
-    out[b] = 0;
-    for (int s = 0; s < 4; ++s) out[b] |= static_cast<uint8_t>((codes[8 * s + b] & 3) << 2 * s);
-  }
-  for (int i = 0; i < 32; ++i) high |= uint32_t(codes[i] >> 2) << i;
-  std::memcpy(out + 8, &high, sizeof high);
+// Where coordinate d of position j lies (kv_codec.h): its chunk, and its
+// index k in the chunk.
+struct CodePlace {
+  int chunk, k;
+};
+CodePlace PlaceOf(CodecSide side, int d, int j) {
+  if (side == CodecSide::kKeys) return {d / 4, 4 * j + d % 4};
+  return {d / 16 * 4 + j / 4, 4 * (d % 16) + j % 4};
 }
 
-int ValueCodeAt(const uint8_t* codes, int bits, int i) {
-  const uint8_t* group = codes + i / kCodeGroup * kCodeGroup * bits / 8;
-  const int c = i % kCodeGroup;
-  if (bits == 4) return c < 16 ? group[c] & 15 : group[c - 16] >> 4;
-  uint32_t high;
-  std::memcpy(&high, group + 8, sizeof high);
-  return (group[c % 8] >> 2 * (c / 8) & 3) | (high >> c & 1) << 2;
+int ChunkCode(const uint8_t* chunk, int bits, int k) {
+  if (bits == 4) return chunk[k % 32] >> 4 * (k / 32) & 15;
+  uint64_t high;
+  std::memcpy(&high, chunk + 16, sizeof high);
+  return (chunk[k % 16] >> 2 * (k / 16) & 3) | int(high >> k & 1) << 2;
 }
 
-// Position j's code of coordinate d in a block of keys (kv_codec.h); Set
-// replaces it, touching no other position's bits.
-int KeyCodeAt(const uint8_t* codes, int bits, int d, int j) {
-  if (bits == 4) return codes[d / 2 * 16 + j] >> 4 * (d % 2) & 15;
-  uint32_t low;
-  uint16_t high;
-  std::memcpy(&low, codes + 6 * d, sizeof low);
-  std::memcpy(&high, codes + 6 * d + 4, sizeof high);
-  return (low >> 2 * j & 3) | (high >> j & 1) << 2;
-}
-void SetKeyCode(uint8_t* codes, int bits, int d, int j, int code) {
+// Replaces code k of a chunk, touching no other code's bits.
+void SetChunkCode(uint8_t* chunk, int bits, int k, int code) {
   if (bits == 4) {
-    uint8_t& byte = codes[d / 2 * 16 + j];
-    byte = static_cast<uint8_t>(d % 2 == 0 ? (byte & 0xF0) | code : (byte & 0x0F) | code << 4);
+    const int shift = 4 * (k / 32);
+    chunk[k % 32] = static_cast<uint8_t>((chunk[k % 32] & ~(15 << shift)) | code << shift);
     return;
   }
-  uint32_t low;
-  uint16_t high;
-  std::memcpy(&low, codes + 6 * d, sizeof low);
-  std::memcpy(&high, codes + 6 * d + 4, sizeof high);
-  low = (low & ~(3u << 2 * j)) | uint32_t(code & 3) << 2 * j;
-  high = static_cast<uint16_t>((high & ~(1u << j)) | uint32_t(code >> 2) << j);
-  std::memcpy(codes + 6 * d, &low, sizeof low);
-  std::memcpy(codes + 6 * d + 4, &high, sizeof high);
+  const int shift = 2 * (k / 16);
+  chunk[k % 16] = static_cast<uint8_t>((chunk[k % 16] & ~(3 << shift)) | (code & 3) << shift);
+  uint64_t high;
+  std::memcpy(&high, chunk + 16, sizeof high);
+  high = (high & ~(uint64_t(1) << k)) | uint64_t(code >> 2) << k;
+  std::memcpy(chunk + 16, &high, sizeof high);
 }
 
 }  // namespace
@@ -124,37 +112,35 @@ void CodecEncode(const float* x, int head_dim, int bits, CodecSide side, uint8_t
   double sum_sq = 0;
   for (int i = 0; i < head_dim; ++i) sum_sq += double(r[i]) * r[i];
   const float rms = static_cast<float>(std::sqrt(sum_sq / head_dim));
-  const float* levels = CodecLevels(bits);
+  const int8_t* levels = CodecLevels(bits);
   const int n_levels = 1 << bits;
-  uint8_t codes[kMaxHeadDim];
+  const float per_rms = levels[n_levels - 1] / (bits == 4 ? kLloydMaxOuter4 : kLloydMaxOuter3);
+  uint8_t* codes = block + 2 * kCodedBlock;
   double dot = 0, norm = 0;  // the least-squares scale for these codes
-  for (int i = 0; i < head_dim; ++i) {
-    codes[i] = static_cast<uint8_t>(rms > 0 ? NearestLevel(r[i] / rms, levels, n_levels) : n_levels / 2);
-    dot += double(r[i]) * levels[codes[i]];
-    norm += double(levels[codes[i]]) * levels[codes[i]];
+  for (int d = 0; d < head_dim; ++d) {
+    const int code = rms > 0 ? NearestLevel(r[d] / rms * per_rms, levels, n_levels) : n_levels / 2;
+    const CodePlace at = PlaceOf(side, d, j);
+    SetChunkCode(codes + at.chunk * ChunkBytes(bits), bits, at.k, code);
+    dot += double(r[d]) * levels[code];
+    norm += double(levels[code]) * levels[code];
   }
-  const uint16_t scale = F32ToF16(rms > 0 ? static_cast<float>(dot / norm) : 0.0f);
+  const uint16_t scale = F32ToF16(rms > 0 ? static_cast<float>(dot / norm / kCodecScaleUnit) : 0.0f);
   std::memcpy(block + 2 * j, &scale, sizeof scale);
-  uint8_t* out = block + 2 * kCodedBlock;
-  if (side == CodecSide::kKeys) {
-    for (int d = 0; d < head_dim; ++d) SetKeyCode(out, bits, d, j, codes[d]);
-  } else {
-    out += j * head_dim * bits / 8;
-    for (int g = 0; g < head_dim; g += kCodeGroup) PackValueGroup(codes + g, bits, out + g * bits / 8);
-  }
 }
 
 void CodecDecodeRotated(const uint8_t* block, int j, int head_dim, int bits, CodecSide side, float* x_rotated) {
   uint16_t scale_bits;
   std::memcpy(&scale_bits, block + 2 * j, sizeof scale_bits);
-  const float scale = F16ToF32(scale_bits);
-  const float* levels = CodecLevels(bits);
+  const float scale = F16ToF32(scale_bits) * kCodecScaleUnit;
   const uint8_t* codes = CodecBlockCodes(block);
   for (int d = 0; d < head_dim; ++d) {
-    const int code = side == CodecSide::kKeys ? KeyCodeAt(codes, bits, d, j)
-                                              : ValueCodeAt(CodecValueCodes(block, j, head_dim, bits), bits, d);
-    x_rotated[d] = scale * levels[code];
+    const CodePlace at = PlaceOf(side, d, j);
+    x_rotated[d] = scale * CodecLevels(bits)[ChunkCode(codes + at.chunk * ChunkBytes(bits), bits, at.k)];
   }
+}
+
+void UnpackChunk(const uint8_t* chunk, int bits, uint8_t (&codes)[kChunkCodes]) {
+  for (int k = 0; k < kChunkCodes; ++k) codes[k] = static_cast<uint8_t>(ChunkCode(chunk, bits, k));
 }
 
 }  // namespace kakeya

@@ -1,12 +1,16 @@
 // kakeya's KV codec (ADR 0013), one head vector at a time: a fixed
 // randomized Walsh-Hadamard rotation, then each coordinate quantized to the
-// nearest level of the Lloyd-Max quantizer of a unit Gaussian (16 levels for
-// kakeya4, 8 for kakeya3) times one F16 scale per vector, fitted by least
-// squares. The rotation spreads an outlier channel over every coordinate
-// and leaves coordinates close to Gaussian, for which those levels are the
-// optimal scalar quantizer. Attention works in the rotated space: a rotated
-// query dotted with rotated keys is the plain dot product, and values summed
-// rotated are rotated back once per row (kernels/cpu/attention.cc).
+// nearest of 16 (kakeya4) or 8 (kakeya3) integer levels, the Lloyd-Max
+// quantizer of a unit Gaussian scaled so that its outer level is 127, times
+// one F16 scale per vector, fitted by least squares. The rotation spreads an
+// outlier channel over every coordinate and leaves coordinates close to
+// Gaussian, for which those levels are the optimal scalar quantizer. Integer
+// levels let attention take dot products on 8-bit integers (VNNI's
+// vpdpbusd, AVX2's vpmaddubsw): queries and softmax weights are rounded to
+// 8 bits and every target adds the same integers (kernels/cpu/kv_dots.h).
+// Attention works in the rotated space: a rotated query dotted with rotated
+// keys is the plain dot product, and values summed rotated are rotated back
+// once per row (kernels/cpu/attention.cc).
 #pragma once
 
 #include <cstdint>
@@ -29,44 +33,40 @@ void CodecUnrotate(float* x, int head_dim);
 
 // A cache stores coded vectors in blocks of kCodedBlock positions of one
 // head (kCodedBlock * CodecBytes bytes): the positions' F16 scales first,
-// then their codes, laid out for attention's decoders (kv_read-inl.h), which
-// get a vector of lanes from a byte load, a widening and a shift:
-// - keys, coordinate-major: a vector holds one coordinate of the block's 16
-//   positions, lane j position j, so that a query's scores for the block are
-//   its coordinates times those vectors, summed, without a horizontal sum.
-//   4 bits: 16 bytes per pair of coordinates (d, d + 1), byte j = code of
-//   (d, j) | code of (d + 1, j) << 4. 3 bits: 6 bytes per coordinate, a
-//   32-bit word with position j's low two bits at bits 2j, 2j + 1, then a
-//   16-bit one with its third bit at bit j (little-endian).
-// - values, position-major (each position's codes together, as attention
-//   adds whole weighted vectors), in groups of 32 coordinates: 4 bits, 16
-//   bytes, byte b = code b | code b + 16 << 4; 3 bits, 12 bytes, byte b
-//   (b < 8) holding the low two bits of codes b, b + 8, b + 16 and b + 24
-//   from bit 0 up, and a little-endian word of their third bits, code i's at
-//   bit i.
+// then their codes in chunks of 64, each chunk laid out so that one load and
+// a shift give its 64 codes as bytes, in the order of the 32-bit lanes of a
+// 4-way integer dot product (4 bytes per lane):
+// - keys: chunk t holds coordinates 4t .. 4t + 3 of the block's 16
+//   positions, code k = 4 j + c for position j, coordinate 4t + c, so that a
+//   lane is a position's dot product with 4 query coordinates;
+// - values: chunk 4u + g holds coordinates 16u .. 16u + 15 of positions
+//   4g .. 4g + 3, code k = 4 i + p for coordinate 16u + i, position 4g + p,
+//   so that a lane is a coordinate's sum over 4 weighted positions.
+// A chunk of 4 bits is 32 bytes, byte i = code i | code i + 32 << 4. One of
+// 3 bits is 24 bytes: 16 of low bits, byte i holding the low two bits of
+// codes i, i + 16, i + 32 and i + 48 from bit 0 up, then a little-endian
+// 64-bit word of third bits, code k's at bit k.
 inline constexpr int kCodedBlock = 16;
-inline constexpr int kCodeGroup = 32;
+inline constexpr int kChunkCodes = 64;
+inline int ChunkBytes(int bits) { return kChunkCodes * bits / 8; }
 enum class CodecSide : uint8_t { kKeys, kValues };
 
 // Codes x (F32 [head_dim], not rotated) as position j of a block.
 void CodecEncode(const float* x, int head_dim, int bits, CodecSide side, uint8_t* block, int j);
-// Position j of a block, rotated: scale * level[code] per coordinate.
+// Position j of a block, rotated: scale * level[code] / 128 per coordinate.
 void CodecDecodeRotated(const uint8_t* block, int j, int head_dim, int bits, CodecSide side, float* x_rotated);
-// Where a block's codes start, and a value position's codes.
+// Where a block's codes start.
 inline const uint8_t* CodecBlockCodes(const uint8_t* block) { return block + 2 * kCodedBlock; }
-inline const uint8_t* CodecValueCodes(const uint8_t* block, int j, int head_dim, int bits) {
-  return CodecBlockCodes(block) + j * head_dim * bits / 8;
-}
+// The 64 codes of a chunk, in code order.
+void UnpackChunk(const uint8_t* chunk, int bits, uint8_t (&codes)[kChunkCodes]);
 
-// The Lloyd-Max levels of a unit Gaussian, ascending: 16 for 4 bits, 8 for
-// 3, from Lloyd's iteration in float64 (kv_types_test checks that they are
-// its fixed point). In the header: attention keeps them in registers.
-inline constexpr float kCodecLevels4[16] = {-2.732589571f, -2.069017227f, -1.618046386f, -1.256231197f,
-                                            -0.942340456f, -0.656759119f, -0.388048299f, -0.128395030f,
-                                            0.128395030f,  0.388048299f,  0.656759119f,  0.942340456f,
-                                            1.256231197f,  1.618046386f,  2.069017227f,  2.732589571f};
-inline constexpr float kCodecLevels3[8] = {-2.151945705f, -1.343909279f, -0.756005281f, -0.245094179f,
-                                           0.245094179f,  0.756005281f,  1.343909279f,  2.151945705f};
-inline const float* CodecLevels(int bits) { return bits == 4 ? kCodecLevels4 : kCodecLevels3; }
+// The levels, ascending: round(127 * l / l_max) for the Lloyd-Max levels l
+// of a unit Gaussian (kv_types_test derives them by Lloyd's iteration). The
+// stored scale is 128 times the least-squares one (kCodecScaleUnit), which
+// keeps F16 scales of small vectors out of its subnormal range.
+inline constexpr int8_t kCodecLevels4[16] = {-127, -96, -75, -58, -44, -31, -18, -6, 6, 18, 31, 44, 58, 75, 96, 127};
+inline constexpr int8_t kCodecLevels3[8] = {-127, -79, -45, -14, 14, 45, 79, 127};
+inline const int8_t* CodecLevels(int bits) { return bits == 4 ? kCodecLevels4 : kCodecLevels3; }
+inline constexpr float kCodecScaleUnit = 1.0f / 128;
 
 }  // namespace kakeya

@@ -1,8 +1,7 @@
-// How attention reads each KV cache type (kv_types.h, kv_codec.h) into F32
-// lanes: the row decoders of the exact types, and the codec's coded blocks,
-// whose values are decoded to levels and whose keys are scored in place
-// (CodedKeyScores). Internal to attention.cc: include it from there only,
-// after vec16-inl.h.
+// How attention reads the exact KV cache types (kv_types.h) into F32 lanes:
+// the row decoders, and the F16 scales of the codec's coded blocks (whose
+// codes kv_dots.h reads). Internal to attention.cc: include it from there
+// only, after vec16-inl.h.
 #pragma once
 
 #include <cstdint>
@@ -94,189 +93,12 @@ inline __attribute__((always_inline)) float F16Scalar(const uint8_t* p) {
   return f;
 }
 
-// The codec's decoders work on W lanes of consecutive coordinates: 16 where
-// the build has 64-byte registers (AVX-512: a 16-entry table is one vpermps),
-// 8 elsewhere. The values are exact, so W does not show in the bits.
-template <int W>
-struct CodeLanes {
-  typedef uint32_t Index __attribute__((vector_size(4 * W)));
-  typedef float Floats __attribute__((vector_size(4 * W)));
-};
-
-template <int W>
-inline __attribute__((always_inline)) typename CodeLanes<W>::Index Iota() {
-  if constexpr (W == 8) {
-    return typename CodeLanes<W>::Index{0, 1, 2, 3, 4, 5, 6, 7};
-  } else {
-    return typename CodeLanes<W>::Index{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  }
-}
-
-// 16 bytes, each into a 32-bit lane of 16. AVX-512: one vpmovzxbd (GCC 12
-// widened through 16-bit lanes in eight instructions).
-typedef uint8_t Byte16x __attribute__((vector_size(16)));
-inline __attribute__((always_inline)) UInt16x Widen16(Byte16x b) {
-  UInt16x u;
-#if defined(__x86_64__) && defined(__GNUC__)
-  asm("vpmovzxbd %1, %0" : "=v"(u) : "vm"(b));
-#else
-  for (int i = 0; i < 16; ++i) u[i] = b[i];
-#endif
-  return u;
-}
-
-// W bytes at p, each into a 32-bit lane.
-template <int W>
-inline __attribute__((always_inline)) typename CodeLanes<W>::Index WidenBytes(const uint8_t* p) {
-  if constexpr (W == 8) {
-    UByte8x q;
-    std::memcpy(&q, p, sizeof q);
-    return Widen(q);
-  } else {
-    Byte16x b;
-    std::memcpy(&b, p, sizeof b);
-    return Widen16(b);
-  }
-}
-
-// The 8 bytes at p, byte i % 8 in lane i.
-template <int W>
-inline __attribute__((always_inline)) typename CodeLanes<W>::Index RepeatBytes8(const uint8_t* p) {
-  if constexpr (W == 8) {
-    return WidenBytes<8>(p);
-  } else {
-    uint64_t eight;
-    std::memcpy(&eight, p, sizeof eight);
-    typedef uint64_t Long2x __attribute__((vector_size(16)));
-    const Long2x twice = {eight, eight};
-    Byte16x b;
-    std::memcpy(&b, &twice, sizeof b);
-    return Widen16(b);
-  }
-}
-
-// levels[codes[i]] for W codes below n_levels (8 or 16). GCC: a variable
-// shuffle of the table (16 lanes: one vpermps of the whole table; 8 lanes:
-// one of each 8-entry half, the half picked by the code's bit 3). Clang has
-// no variable shuffle in its vector extensions: a select tree over the
-// code's bits (its ARM builds).
-template <int W>
-inline __attribute__((always_inline)) typename CodeLanes<W>::Floats LookUp(typename CodeLanes<W>::Index codes,
-                                                                          const float* levels, int n_levels) {
-  using Floats = typename CodeLanes<W>::Floats;
-#if defined(__clang__)
-  Floats v[16];
-  for (int i = 0; i < n_levels; ++i) v[i] = Floats{} + levels[i];
-  for (int bit = 0, n = n_levels; n > 1; ++bit, n /= 2) {
-    const auto set = (codes >> bit) & 1u;
-    for (int i = 0; i < n / 2; ++i) v[i] = set != 0u ? v[2 * i + 1] : v[2 * i];
-  }
-  return v[0];
-#else
-  Float8x lo_table, hi_table;
-  std::memcpy(&lo_table, levels, sizeof lo_table);
-  std::memcpy(&hi_table, levels + (n_levels == 16 ? 8 : 0), sizeof hi_table);
-  if constexpr (W == 16) {
-    Floats table;
-    std::memcpy(&table, &lo_table, sizeof lo_table);
-    std::memcpy(reinterpret_cast<char*>(&table) + sizeof lo_table, &hi_table, sizeof hi_table);
-    return __builtin_shuffle(table, codes);
-  } else {
-    const Float8x lo = __builtin_shuffle(lo_table, codes & 7u);
-    return n_levels == 16 ? ((codes & 8u) != 0u ? __builtin_shuffle(hi_table, codes & 7u) : lo) : lo;
-  }
-#endif
-}
-
-// A value position's codes (kv_codec.h) into out, F32 [dim]: the levels,
-// W coordinates at a time. The scale is the caller's: it multiplies the
-// position's weight instead of every coordinate.
-template <int W>
-inline __attribute__((always_inline)) void DecodeValueLevels(const uint8_t* p, int bits, int dim, float* out) {
-  using Index = typename CodeLanes<W>::Index;
-  auto store = [](float* o, typename CodeLanes<W>::Floats f) __attribute__((always_inline)) {
-    std::memcpy(o, &f, sizeof f);
-  };
-  for (int g = 0; g < dim; g += kCodeGroup, p += kCodeGroup * bits / 8, out += kCodeGroup) {
-    if (bits == 4) {
-      for (int b = 0; b < 16; b += W) {
-        const Index u = WidenBytes<W>(p + b);
-        store(out + b, LookUp<W>(u & 15u, kCodecLevels4, 16));
-        store(out + 16 + b, LookUp<W>(u >> 4u, kCodecLevels4, 16));
-      }
-    } else {
-      const Index low = RepeatBytes8<W>(p);
-      uint32_t high;
-      std::memcpy(&high, p + 8, sizeof high);
-      for (int c = 0; c < kCodeGroup; c += W) {
-        const Index lane = c + Iota<W>();
-        const Index code = ((low >> (lane / 8u * 2u)) & 3u) | (((Index{} + high) >> lane) & 1u) << 2u;
-        store(out + c, LookUp<W>(code, kCodecLevels3, 8));
-      }
-    }
-  }
-}
-
 // The 16 F16 scales at p, as F32.
 template <bool kX86Vector>
 inline __attribute__((always_inline)) void BlockScales(const uint8_t* p, float (&out)[kCodedBlock]) {
   for (int i = 0; i < kCodedBlock; i += 8) {
     const Float8x f = kX86Vector ? F16LanesByF16c(p + 2 * i) : F16Lanes(p + 2 * i);
     std::memcpy(out + i, &f, sizeof f);
-  }
-}
-
-// q . k * scale for the 16 positions of a block of coded keys (kv_codec.h)
-// and N query heads (rotated), W positions at a time: coordinate by
-// coordinate, each query's coordinate times the vector of the positions'
-// levels, into two sums per head (even and odd coordinates, so that more
-// chains are in flight), added, times the positions' scales, times `scale`.
-// No horizontal sums, and each level vector serves N heads.
-template <int W, int N, bool kX86Vector>
-inline __attribute__((always_inline)) void CodedKeyScores(const float* const (&q)[N], const uint8_t* block,
-                                                          int head_dim, int bits, float scale,
-                                                          float (&out)[N][kCodedBlock]) {
-  using Index = typename CodeLanes<W>::Index;
-  using Floats = typename CodeLanes<W>::Floats;
-  float scales[kCodedBlock];
-  BlockScales<kX86Vector>(block, scales);
-  const uint8_t* codes = CodecBlockCodes(block);
-  for (int j0 = 0; j0 < kCodedBlock; j0 += W) {
-    const Index lane = j0 + Iota<W>();
-    // 3 bits: position j's code of coordinate d from its 6 bytes.
-    auto code3 = [&](const uint8_t* c) __attribute__((always_inline)) {
-      uint32_t low;
-      uint16_t high;
-      std::memcpy(&low, c, sizeof low);
-      std::memcpy(&high, c + 4, sizeof high);
-      return ((Index{} + low) >> (lane * 2u) & 3u) | ((Index{} + uint32_t(high)) >> lane & 1u) << 2u;
-    };
-    Floats even[N], odd[N];
-#pragma GCC unroll 8
-    for (int h = 0; h < N; ++h) even[h] = odd[h] = Floats{};
-    for (int d = 0; d < head_dim; d += 2) {
-      Floats k0, k1;
-      if (bits == 4) {
-        const Index u = WidenBytes<W>(codes + d / 2 * 16 + j0);
-        k0 = LookUp<W>(u & 15u, kCodecLevels4, 16);
-        k1 = LookUp<W>(u >> 4u, kCodecLevels4, 16);
-      } else {
-        k0 = LookUp<W>(code3(codes + 6 * d), kCodecLevels3, 8);
-        k1 = LookUp<W>(code3(codes + 6 * (d + 1)), kCodecLevels3, 8);
-      }
-#pragma GCC unroll 8
-      for (int h = 0; h < N; ++h) {
-        even[h] += q[h][d] * k0;
-        odd[h] += q[h][d + 1] * k1;
-      }
-    }
-    Floats s;
-    std::memcpy(&s, scales + j0, sizeof s);
-#pragma GCC unroll 8
-    for (int h = 0; h < N; ++h) {
-      const Floats score = (even[h] + odd[h]) * s * scale;
-      std::memcpy(out[h] + j0, &score, sizeof score);
-    }
   }
 }
 
@@ -339,7 +161,7 @@ inline __attribute__((always_inline)) void DecodeHeads(KvType type, const uint8_
         }
       }
       return;
-    case KvType::kKakeya4:  // coded blocks: DecodeValueLevels, CodedKeyScores
+    case KvType::kKakeya4:  // coded blocks: integer dot products (kv_dots.h)
     case KvType::kKakeya3:
       return;
   }
