@@ -360,6 +360,33 @@ TEST(Cli, BenchDepthComparesCacheTypesAtEachDepth) {
   EXPECT_LT(per_token["kakeya4/kakeya3"], per_token["f16/f16"] / 3.8) << r.output;
 }
 
+// The recall gate's bookkeeping: every placement asked of every type, and a
+// type against itself loses nothing. (Random-weight models recall no needle:
+// the gate's figures come from a trained model, ADR 0013.)
+TEST(Cli, BenchRecallAsksEveryNeedleOfEveryType) {
+  const std::string qwen3 = std::string(KAKEYA_FIXTURES) + "/models/tiny-qwen3-f32.gguf";
+  const std::string text = std::string(KAKEYA_FIXTURES) + "/models/prompts/long.txt";
+  const std::string files = " -f " + text + " -f " + text + " -f " + text;
+  const CommandResult r = RunKakeya("bench recall -m " + qwen3 + files +
+                                    " --context 200,300 --needles 3 --haystacks 2 --cache-types f32,f32,kakeya4/kakeya3 "
+                                    "-t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["results"].size(), 6u) << r.output;
+  for (const auto& row : j["results"]) EXPECT_EQ(row["needles"], 6) << row.dump();
+  EXPECT_EQ(j["results"][0]["recalled"], j["results"][1]["recalled"]);
+  EXPECT_EQ(j["results"][3]["recalled"], j["results"][4]["recalled"]);
+  EXPECT_EQ(j["results"][5]["context"], 300);
+  EXPECT_TRUE(j["lost"].empty() || j["lost"][0]["cache_types"] == "kakeya4/kakeya3") << r.output;
+
+  const CommandResult too_long = RunKakeya("bench recall -m " + qwen3 + " -f " + text + " --context 1900 -t 2");
+  EXPECT_EQ(too_long.exit_code, 2);
+  EXPECT_NE(too_long.output.find("--context 1900"), std::string::npos) << too_long.output;
+  const CommandResult bad_type = RunKakeya("bench recall -m " + qwen3 + " -f " + text + " --cache-types f32,q5_9");
+  EXPECT_EQ(bad_type.exit_code, 2);
+  EXPECT_NE(bad_type.output.find("--cache-types"), std::string::npos) << bad_type.output;
+}
+
 TEST(Cli, SpeculativeRunsReportTheirStatisticsAndKeepTheTokens) {
   const std::string common = "run -m " + kTinyLlama + " -p 'The quick brown fox' -n 40 --temp 0 --json";
   const CommandResult plain = RunKakeya(common + " --spec none");

@@ -198,11 +198,14 @@ Runner AddBenchCommand(CLI::App& app) {
                    "Logits for the last row only, as a prompt prefill (and llama-bench's pp test) computes them; "
                    "default: every row's, as a verify step needs");
   verify->add_flag("--json", f->json, "Print one JSON object");
-  Runner spec_runner, depth_runner;
+  Runner spec_runner, depth_runner, recall_runner;
   CLI::App* spec = AddBenchSpecCommand(app, &spec_runner);
   CLI::App* depth = AddBenchDepthCommand(app, &depth_runner);
-  return [f, spec, spec_runner, depth, depth_runner] {
-    return spec->parsed() ? spec_runner() : depth->parsed() ? depth_runner() : BenchVerify(*f);
+  CLI::App* recall = AddBenchRecallCommand(app, &recall_runner);
+  return [f, spec, spec_runner, depth, depth_runner, recall, recall_runner] {
+    if (spec->parsed()) return spec_runner();
+    if (depth->parsed()) return depth_runner();
+    return recall->parsed() ? recall_runner() : BenchVerify(*f);
   };
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "cache_flags.h"
 #include "commands.h"
 #include "engine/limits.h"
 #include "kernels/cpu/matmul.h"
@@ -39,23 +40,6 @@ struct DepthFlags {
   bool json = false;
 };
 
-struct CacheTypes {
-  KvType k, v;
-  std::string name;
-};
-
-// "K" or "K/V" (-ctk, -ctv).
-CacheTypes ParseCacheTypes(const std::string& item) {
-  const size_t slash = item.find('/');
-  const std::string k = item.substr(0, slash), v = slash == std::string::npos ? k : item.substr(slash + 1);
-  for (const std::string& name : {k, v}) {
-    if (!ParseKvType(name)) {
-      Fail("--cache-types: unknown cache type '", name, "' in '", item, "' (one of ", KvTypeNames(), ")");
-    }
-  }
-  return {*ParseKvType(k), *ParseKvType(v), k + "/" + v};
-}
-
 // Milliseconds of one forward over n rows at the context's depth, the rows then trimmed.
 double TimeRows(Context& ctx, const std::vector<TokenId>& tokens, int n) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,7 +59,7 @@ int BenchDepth(const DepthFlags& f) {
   if (f.reps < 1 || f.reps > 1000) Fail("--reps ", f.reps, " is out of range (1 .. 1000)");
   if (f.rounds < 1 || f.rounds > 100) Fail("--rounds ", f.rounds, " is out of range (1 .. 100)");
   std::vector<CacheTypes> types;
-  for (const std::string& item : f.types) types.push_back(ParseCacheTypes(item));
+  for (const std::string& item : f.types) types.push_back(ParseCacheTypes(item, "--cache-types"));
 
   const std::unique_ptr<Model> model = Model::Load(f.model);
   std::vector<TokenId> tokens(f.rows);

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/error.h"
+
 namespace kakeya::cli {
 
 void AddCacheTypeFlags(CLI::App& app, CacheTypeFlags& f) {
@@ -25,6 +27,17 @@ void AddCacheTypeFlags(CLI::App& app, CacheTypeFlags& f) {
          "How the KV cache stores values (-ctv), as --cache-type-k")
       ->check(known)
       ->option_text("TYPE");
+}
+
+CacheTypes ParseCacheTypes(const std::string& item, const char* flag) {
+  const size_t slash = item.find('/');
+  const std::string k = item.substr(0, slash), v = slash == std::string::npos ? k : item.substr(slash + 1);
+  for (const std::string& name : {k, v}) {
+    if (!ParseKvType(name)) {
+      Fail(flag, ": unknown cache type '", name, "' in '", item, "' (one of ", KvTypeNames(), ")");
+    }
+  }
+  return {*ParseKvType(k), *ParseKvType(v), k + "/" + v};
 }
 
 std::vector<std::string> WithLongCacheFlags(int argc, char** argv) {

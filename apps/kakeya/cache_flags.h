@@ -19,6 +19,14 @@ struct CacheTypeFlags {
 
 void AddCacheTypeFlags(CLI::App& app, CacheTypeFlags& f);
 
+// An item of --cache-types (bench depth, bench recall): "K" or "K/V" as
+// -ctk/-ctv take them; name is "K/V". Throws Error naming `flag` and the item.
+struct CacheTypes {
+  KvType k, v;
+  std::string name;
+};
+CacheTypes ParseCacheTypes(const std::string& item, const char* flag);
+
 // llama.cpp spells the flags -ctk and -ctv, which CLI11 cannot name (one
 // dash takes one letter): main() rewrites them to the long names first.
 std::vector<std::string> WithLongCacheFlags(int argc, char** argv);

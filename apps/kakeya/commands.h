@@ -22,6 +22,8 @@ Runner AddPerplexityCommand(CLI::App& app);
 CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner);
 // Adds `bench depth` under `bench` and sets *runner to run it.
 CLI::App* AddBenchDepthCommand(CLI::App& bench, Runner* runner);
+// Adds `bench recall` under `bench` and sets *runner to run it.
+CLI::App* AddBenchRecallCommand(CLI::App& bench, Runner* runner);
 
 // Reads the prompt from -p TEXT or -f FILE (exactly one must be given).
 std::string ReadPrompt(const std::string& text, const std::string& file);

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   add("bench",
       "Measure speed: `kakeya bench verify` (one forward over N rows against the memory roofline), "
       "`kakeya bench spec` (speculation against plain decoding on a workload, with identity and degeneration "
-      "gates) or `kakeya bench depth` (decode and verify at depth, KV cache types side by side)",
+      "gates) or `kakeya bench depth` (decode and verify at depth, KV cache types side by side); and recall: "
+      "`kakeya bench recall` (needles in haystacks, KV cache types side by side, gated)",
       kakeya::cli::AddBenchCommand);
 
   try {
