@@ -22,6 +22,25 @@ int32_t Word(const uint8_t* p) {
 }
 int32_t Word(const int8_t* p) { return Word(reinterpret_cast<const uint8_t*>(p)); }
 
+// The 16-byte lookup tables of the levels, built once: entry c is level c
+// (3 bits: 8 entries, the rest never looked up), plus 128 when `offset`
+// (VNNI's unsigned side).
+const int8_t* LevelBytes(int bits, bool offset) {
+  struct Tables {
+    alignas(16) int8_t t[2][2][16] = {};  // [bits == 4][offset]
+    Tables() {
+      for (int b : {3, 4}) {
+        for (int c = 0; c < (1 << b); ++c) {
+          t[b == 4][0][c] = CodecLevels(b)[c];
+          t[b == 4][1][c] = static_cast<int8_t>(CodecLevels(b)[c] + 128);
+        }
+      }
+    }
+  };
+  static const Tables tables;
+  return tables.t[bits == 4][offset];
+}
+
 #if !KAKEYA_NEON_DOTS
 // The portable loops: the x86 baseline's.
 void KeyDotsPortable(const int8_t* const* q, const int32_t*, int n, const uint8_t* codes, int head_dim, int bits,
@@ -68,12 +87,9 @@ void ValueDotsPortable(const uint8_t* const* w, const float* factor, int n, cons
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-// A level table for vpshufb: entry c is level c (3 bits: 8 entries, the
-// rest never looked up), plus `offset`, repeated in each 16-byte lane.
-__attribute__((target("avx2"))) __m256i LevelTable256(int bits, int offset) {
-  alignas(16) int8_t t[16] = {};
-  for (int c = 0; c < (1 << bits); ++c) t[c] = static_cast<int8_t>(CodecLevels(bits)[c] + offset);
-  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+// LevelBytes repeated in each 16-byte lane, for vpshufb.
+__attribute__((target("avx2"))) __m256i LevelTable256(int bits) {
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(LevelBytes(bits, false))));
 }
 
 // --- AVX-512 with VNNI: a chunk's 64 codes in one register, vpdpbusd. ---
@@ -94,10 +110,8 @@ KAKEYA_VNNI inline __m512i ChunkCodes512(const uint8_t* chunk, int bits) {
   return _mm512_mask_add_epi8(low, _cvtu64_mask64(high), low, _mm512_set1_epi8(4));
 }
 
-KAKEYA_VNNI __m512i LevelTable512(int bits, int offset) {
-  alignas(16) int8_t t[16] = {};
-  for (int c = 0; c < (1 << bits); ++c) t[c] = static_cast<int8_t>(CodecLevels(bits)[c] + offset);
-  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(t)));
+KAKEYA_VNNI __m512i LevelTable512(int bits, bool offset) {
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(LevelBytes(bits, offset))));
 }
 
 // vpdpbusd multiplies unsigned by signed bytes: the levels, offset by 128,
@@ -105,7 +119,7 @@ KAKEYA_VNNI __m512i LevelTable512(int bits, int offset) {
 template <int N>
 KAKEYA_VNNI inline void KeyDotsVnniN(const int8_t* const* q, const int32_t* q_sum, const uint8_t* codes, int head_dim,
                                      int bits, int32_t (*sums)[kCodedBlock]) {
-  const __m512i table = LevelTable512(bits, 128);
+  const __m512i table = LevelTable512(bits, true);
   __m512i acc[N];
   for (int h = 0; h < N; ++h) acc[h] = _mm512_setzero_si512();
   for (int t = 0; t < head_dim / 4; ++t) {
@@ -130,7 +144,7 @@ KAKEYA_VNNI void KeyDotsVnni(const int8_t* const* q, const int32_t* q_sum, int n
 template <int N>
 KAKEYA_VNNI inline void ValueDotsVnniN(const uint8_t* const* w, const float* factor, const uint8_t* codes, int dim,
                                        int bits, float* const* out) {
-  const __m512i table = LevelTable512(bits, 0);
+  const __m512i table = LevelTable512(bits, false);
   for (int u = 0; u < dim / 16; ++u) {
     __m512i sum[N];
     for (int h = 0; h < N; ++h) sum[h] = _mm512_setzero_si512();
@@ -192,7 +206,7 @@ KAKEYA_AVX2 inline void ChunkCodes256(const uint8_t* chunk, int bits, __m256i* l
 template <int N>
 KAKEYA_AVX2 inline void KeyDotsAvx2N(const int8_t* const* q, const uint8_t* codes, int head_dim, int bits,
                                      int32_t (*sums)[kCodedBlock]) {
-  const __m256i table = LevelTable256(bits, 0);
+  const __m256i table = LevelTable256(bits);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i lo_acc[N], hi_acc[N];
   for (int h = 0; h < N; ++h) lo_acc[h] = hi_acc[h] = _mm256_setzero_si256();
@@ -230,7 +244,7 @@ KAKEYA_AVX2 void KeyDotsAvx2(const int8_t* const* q, const int32_t*, int n, cons
 template <int N>
 KAKEYA_AVX2 inline void ValueDotsAvx2N(const uint8_t* const* w, const float* factor, const uint8_t* codes, int dim,
                                        int bits, float* const* out) {
-  const __m256i table = LevelTable256(bits, 0);
+  const __m256i table = LevelTable256(bits);
   const __m256i ones = _mm256_set1_epi16(1);
   for (int u = 0; u < dim / 16; ++u) {
     __m256i lo_acc[N], hi_acc[N];
@@ -298,11 +312,7 @@ inline int32x4_t DotQuads(int32x4_t acc, int8x16_t a, int8x16_t b) {
   return vpadalq_s16(acc, pairs);
 }
 
-int8x16_t LevelTable128(int bits) {
-  int8_t t[16] = {};
-  for (int c = 0; c < (1 << bits); ++c) t[c] = CodecLevels(bits)[c];
-  return vld1q_s8(t);
-}
+int8x16_t LevelTable128(int bits) { return vld1q_s8(LevelBytes(bits, false)); }
 
 void KeyDotsNeon(const int8_t* const* q, const int32_t*, int n, const uint8_t* codes, int head_dim, int bits,
                  int32_t (*sums)[kCodedBlock]) {
