@@ -210,7 +210,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
                                            // depend on which other rows share them.
                                            "models2/g4moe-f32", "models2/g4moe-q8_0", "models2/g4dense-f32",
                                            "models2/q3moe-f16", "models2/q3moe-q8_0",
-                                           "models2/glm4moe-mtp-f32"),
+                                           "models2/glm4moe-mtp-f32",
+                                           // deepseek4: 37 tokens make 9 blocks of 4, one more
+                                           // than the indexer's top-k; the window of 32 wraps.
+                                           "models3/ds4-f32", "models3/ds4-q8_0"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return fixture::ModelParamName(info.param);
                          });

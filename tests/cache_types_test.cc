@@ -18,6 +18,7 @@
 #include "fixture_util.h"
 #include "model/context.h"
 #include "plain_decoding.h"
+#include "replay_drafter.h"
 #include "speculative/draft_model_drafter.h"
 #include "speculative/ngram_drafter.h"
 #include "speculative/speculative.h"
@@ -33,27 +34,6 @@ std::string Name(const CacheTypes& t) { return std::string(KvTypeName(t.k)) + "/
 const std::vector<CacheTypes> kTypes = {{KvType::kF16, KvType::kF16},         {KvType::kBF16, KvType::kBF16},
                                         {KvType::kQ8_0, KvType::kQ8_0},       {KvType::kQ4_0, KvType::kQ4_0},
                                         {KvType::kKakeya4, KvType::kKakeya3}, {KvType::kQ8_0, KvType::kF16}};
-
-// Proposes the plain output, every seventh proposal spoiled: long accepted
-// blocks and rejections mixed.
-class ReplayDrafter : public Drafter {
- public:
-  explicit ReplayDrafter(std::vector<TokenId> full) : full_(std::move(full)) {}
-  std::string name() const override { return "replay"; }
-  void Begin(std::span<const TokenId>) override {}
-  int Draft(const DraftRequest& r, std::span<TokenId> out) override {
-    int n = 0;
-    for (size_t pos = r.history.size(); n < r.max_tokens && pos < full_.size(); ++n, ++pos) {
-      out[n] = ++proposals_ % 7 == 0 ? (full_[pos] + 1) % 50 + 3 : full_[pos];
-    }
-    return n;
-  }
-  void Accept(std::span<const TokenId>, int, int) override {}
-
- private:
-  std::vector<TokenId> full_;
-  int proposals_ = 0;
-};
 
 ContextOptions Options(const CacheTypes& t, int n_ctx, int threads) {
   return ContextOptions{.n_ctx = n_ctx, .max_batch = 64, .n_threads = threads, .max_logit_rows = 16,

@@ -19,8 +19,9 @@
 
 namespace kakeya::fixture {
 
-// Fixture models live in tests/fixtures/models (llama, qwen3, gemma 2/3) and
-// tests/fixtures/models2 (gemma4, qwen3moe, glm4moe and their drafters).
+// Fixture models live in tests/fixtures/models (llama, qwen3, gemma 2/3),
+// tests/fixtures/models2 (gemma4, qwen3moe, glm4moe and their drafters) and
+// tests/fixtures/models3 (deepseek4, made by scripts/make-fixtures.sh).
 inline std::string ModelPath(const std::string& model, const std::string& folder = "models") {
   return std::string(KAKEYA_FIXTURES) + "/" + folder + "/" + model + ".gguf";
 }

@@ -17,28 +17,7 @@ using MetadataEdit = std::function<bool(GgufWriter&, const GgufKv&)>;
 inline void CopyMetadata(const GgufFile& src, GgufWriter& w, const MetadataEdit& edit) {
   for (const GgufKv& kv : src.metadata()) {
     if (edit && edit(w, kv)) continue;
-    const GgufValue& v = kv.value;
-    switch (v.type) {
-      case GgufType::kUint8: w.SetU8(kv.key, v.u); break;
-      case GgufType::kInt8: w.SetI8(kv.key, v.i); break;
-      case GgufType::kUint16: w.SetU16(kv.key, v.u); break;
-      case GgufType::kInt16: w.SetI16(kv.key, v.i); break;
-      case GgufType::kUint32: w.SetU32(kv.key, v.u); break;
-      case GgufType::kInt32: w.SetI32(kv.key, v.i); break;
-      case GgufType::kUint64: w.SetU64(kv.key, v.u); break;
-      case GgufType::kInt64: w.SetI64(kv.key, v.i); break;
-      case GgufType::kFloat32: w.SetF32(kv.key, v.f); break;
-      case GgufType::kFloat64: w.SetF64(kv.key, v.f); break;
-      case GgufType::kBool: w.SetBool(kv.key, v.u != 0); break;
-      case GgufType::kString: w.SetString(kv.key, std::string(v.str)); break;
-      case GgufType::kArray:
-        if (v.elem_type == GgufType::kString) {
-          w.SetStringArray(kv.key, std::vector<std::string>(v.strings.begin(), v.strings.end()));
-        } else {
-          w.SetArray(kv.key, v.elem_type, v.array_data, v.count);
-        }
-        break;
-    }
+    w.SetValue(kv.key, kv.value);
   }
 }
 

@@ -176,7 +176,8 @@ INSTANTIATE_TEST_SUITE_P(OnePerArchitecture, ModelLoadEdits,
                                            std::pair{"tiny-gemma3-f32", "models"},
                                            std::pair{"q3moe-q8_0", "models2"}, std::pair{"g4moe-q8_0", "models2"},
                                            std::pair{"g4dense-f32", "models2"},
-                                           std::pair{"glm4moe-mtp-f32", "models2"}),
+                                           std::pair{"glm4moe-mtp-f32", "models2"},
+                                           std::pair{"ds4-q8_0", "models3"}),
                          [](const auto& info) {
                            std::string name = info.param.first;
                            for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

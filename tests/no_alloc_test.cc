@@ -176,7 +176,9 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, NoAllocation,
                          ::testing::Values("tiny-llama-q8_0", "tiny-llama-q4_k_m", "tiny-gemma3-f32",
                                            // Mixtures: routing and grouping rows by expert.
-                                           "../models2/g4moe-q8_0", "../models2/q3moe-q8_0"),
+                                           "../models2/g4moe-q8_0", "../models2/q3moe-q8_0",
+                                           // deepseek4: hyper-connections and the compressed cache.
+                                           "../models3/ds4-q8_0"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param.substr(info.param.rfind('/') + 1);
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -21,7 +21,11 @@
 //             Tensors and keys as the converter writes them (the same set as
 //             tests/fixtures/models2/g4moe-f32.gguf, docs/formats/architectures.md 3.5).
 //
-//   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4] [--type T] [--shape 1b|tiny]
+//   deepseek4 DeepSeek-V4-Flash's layer at reduced size (bench_model_deepseek4.h):
+//             --shape bench (default; n_embd 1024, 12 layers, 64 experts top-6,
+//             vocab 129280) or fixture (the tests' tiny model with an MTP block).
+//
+//   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4] [--type T] [--shape S]
 //       [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N]
 //       [--ff N] [--experts N] [--experts-used N] [--ff-exp N]
 //
@@ -54,32 +58,29 @@
 // tied gemma token_embd sd 0.003 and output_norm ~4/(0.003 sqrt(n_embd)).
 // The vocabulary is a SentencePiece filler vocabulary for every architecture.
 //
-// Each tensor is generated while the file is written
-// (GgufWriter::AddTensorFilledAtWrite), so memory holds one tensor at a time
-// (a 6-layer gemma4 Q8_0 is ~6 GB).
+// Each tensor is generated while the file is written (bench_model_plan.h),
+// so memory holds one tensor at a time (a 6-layer gemma4 Q8_0 is ~6 GB).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <random>
 #include <string>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "base/error.h"
-#include "gguf/gguf.h"
-#include "kernels/cpu/dequant.h"
+#include "bench_model_deepseek4.h"
+#include "bench_model_plan.h"
 #include "bench_model_types.h"
+#include "gguf/gguf.h"
 
 namespace kakeya {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4] [--type TYPE] [--shape 1b|tiny]\n"
+    "usage: make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4] [--type TYPE] [--shape S]\n"
     "         [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N] [--ff N]\n"
     "         [--experts N] [--experts-used N] [--ff-exp N]\n"
     "\n"
@@ -93,6 +94,12 @@ constexpr const char* kUsage =
     "                16 q heads, kv heads 8 sliding / a quarter of that (2) global, head dim\n"
     "                256 sliding / twice that global, dense MLP 2112, 128 experts top-8 of\n"
     "                FFN 704, vocab 262144, tied embeddings\n"
+    "              deepseek4: DeepSeek-V4-Flash's layer; --shape bench (default: n_embd 1024,\n"
+    "                12 layers of compression ratios 0 0 then 4 128 alternating, 16 heads of 512,\n"
+    "                64 experts top-6 of FFN 512, 3 hash-routed layers, vocab 129280; ~1.6B\n"
+    "                weights, ~0.35B read per token) or fixture (the tests' tiny model, with an\n"
+    "                MTP block); --layers N keeps the first N layers of the shape's pattern;\n"
+    "                --vocab-from FILE.gguf copies that file's tokenizer\n"
     "  --type      F16 (default), BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M\n"
     "  --embd --layers --heads --kv-heads --vocab --ff   override the arch's defaults (--ff:\n"
     "              dense FFN width; for qwen3moe only the feed_forward_length key)\n"
@@ -106,120 +113,6 @@ struct Shape {
   int head_dim = 0;  // 0: n_embd / n_head
   int n_expert = 0, n_expert_used = 0, n_ff_exp = 0;
 };
-
-// Fills n_rows rows of n_in N(mean, stddev) values converted to `type` into
-// `out`, row by row on all cores (a 1.25B model is ~5 G random numbers).
-void RandomRows(DType type, int64_t n_in, int64_t n_rows, float mean, float stddev, uint64_t seed,
-                uint8_t* out) {
-  const int64_t row_bytes = RowBytes(type, n_in);
-  const int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < n_threads; ++t) {
-    threads.emplace_back([&, t] {
-      std::vector<float> row(n_in);
-      for (int64_t r = t; r < n_rows; r += n_threads) {
-        std::mt19937_64 rng(seed * 1000003 + r);
-        std::normal_distribution<float> normal(mean, stddev);
-        for (float& v : row) v = normal(rng);
-        QuantizeRow(type, row.data(), out + r * row_bytes, n_in);
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-}
-
-// The tensors of the file, generated one at a time while it is written
-// (GgufWriter::AddTensorFilledAtWrite), so memory holds one tensor, not a
-// model of several GB; and what they add up to.
-class Plan {
- public:
-  explicit Plan(GgufWriter& w) : w_(w) {}
-
-  // A matrix (2-D, or 3-D with ne[2] experts) of N(mean, sd) values, of
-  // which `active` is read per decoded token (experts: used / n_expert).
-  void Random(const std::string& name, DType type, std::vector<int64_t> ne, float mean, float sd,
-              double active = 1.0) {
-    const uint64_t seed = seed_++;
-    int64_t rows = 1;
-    for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
-    const int64_t n_in = ne[0];
-    const bool matrix = ne.size() >= 2;
-    Add(name, type, std::move(ne), active, [=, this](uint8_t* out) {
-      if (matrix) Progress(name);
-      RandomRows(type, n_in, rows, mean, sd, seed, out);
-    });
-  }
-  // An F32 vector: exactly `value` everywhere if sd == 0, else N(value, sd).
-  void Vector(const std::string& name, int64_t n, float value, float sd = 0.0f) {
-    if (sd != 0.0f) return Random(name, DType::kF32, {n}, value, sd);
-    Values(name, std::vector<float>(n, value));
-  }
-  void Values(const std::string& name, std::vector<float> v) {
-    const int64_t n = static_cast<int64_t>(v.size());
-    Add(name, DType::kF32, {n}, 1.0, [v = std::move(v)](uint8_t* out) {
-      std::memcpy(out, v.data(), v.size() * sizeof(float));
-    });
-  }
-
-  int n_tensors() const { return n_tensors_; }
-  double params() const { return params_; }
-  double bytes() const { return bytes_; }
-  double active_params() const { return active_params_; }
-  double active_bytes() const { return active_bytes_; }
-
- private:
-  void Add(const std::string& name, DType type, std::vector<int64_t> ne, double active,
-           std::function<void(uint8_t*)> fill) {
-    double n = 1;
-    for (int64_t d : ne) n *= static_cast<double>(d);
-    const double nbytes = n / TraitsOf(type).block_elems * TraitsOf(type).block_bytes;
-    w_.AddTensorFilledAtWrite(name, type, std::move(ne), std::move(fill));
-    ++n_tensors_;
-    params_ += n;
-    bytes_ += nbytes;
-    active_params_ += active * n;
-    active_bytes_ += active * nbytes;
-  }
-  // "[  12/ 147] blk.0.ffn_up.weight" on a terminal, overwritten in place.
-  void Progress(const std::string& name) {
-    if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r[%4d/%4d] %-40s", ++written_, n_tensors_, name.c_str());
-  }
-
-  GgufWriter& w_;
-  uint64_t seed_ = 1;
-  int n_tensors_ = 0, written_ = 0;
-  double params_ = 0, bytes_ = 0, active_params_ = 0, active_bytes_ = 0;
-};
-
-void AddVocab(GgufWriter& w, int n_vocab) {
-  // A SentencePiece vocabulary: <unk>, <s>, </s>, 256 byte tokens, then filler
-  // pieces, enough for the tokenizer to load and for prompts to encode.
-  std::vector<std::string> tokens;
-  std::vector<float> scores;
-  std::vector<int32_t> types;
-  tokens = {"<unk>", "<s>", "</s>"};
-  types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
-    tokens.push_back(buf);
-    types.push_back(6);
-  }
-  for (int i = static_cast<int>(tokens.size()); i < n_vocab; ++i) {
-    tokens.push_back("\xE2\x96\x81piece" + std::to_string(i));
-    types.push_back(1);
-  }
-  scores.assign(tokens.size(), 0.0f);
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
-  w.SetString("tokenizer.ggml.model", "llama");
-  w.SetStringArray("tokenizer.ggml.tokens", tokens);
-  w.SetF32Array("tokenizer.ggml.scores", scores);
-  w.SetI32Array("tokenizer.ggml.token_type", types);
-  w.SetU32("tokenizer.ggml.bos_token_id", 1);
-  w.SetU32("tokenizer.ggml.eos_token_id", 2);
-  w.SetU32("tokenizer.ggml.unknown_token_id", 0);
-  w.SetBool("tokenizer.ggml.add_bos_token", true);
-}
 
 void PlanLlama(GgufWriter& w, Plan& p, const Shape& s, const std::string& type,
                const std::string& shape_name) {
@@ -256,16 +149,6 @@ void PlanLlama(GgufWriter& w, Plan& p, const Shape& s, const std::string& type,
     matrix(b + "ffn_up.weight", "ffn_up", s.n_embd, s.n_ff, in_sd);
     matrix(b + "ffn_down.weight", "ffn_down", s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
   }
-}
-
-float InvSqrt(int64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); }
-
-void AddMoeCommon(GgufWriter& w, const std::string& type, int n_vocab) {
-  w.SetU32("general.file_type", FileType(type));
-  if (type != "F32" && type != "F16" && type != "BF16") w.SetU32("general.quantization_version", 2);
-  AddVocab(w, n_vocab);
-  w.SetString("tokenizer.ggml.pre", "default");
-  w.SetBool("tokenizer.ggml.add_eos_token", false);
 }
 
 void PlanQwen3Moe(GgufWriter& w, Plan& p, const Shape& s, const std::string& type) {
@@ -403,6 +286,52 @@ void PlanGemma4(GgufWriter& w, Plan& p, const Shape& s, const std::string& type)
   }
 }
 
+int WriteAndCheck(GgufWriter& w, const Plan& plan, const std::string& out, const std::string& arch_name,
+                  const std::string& type) {
+  std::fprintf(stderr, "%s: %s %s, %d tensors, %.3fB weights (%.2f GB), active per token %.3fB (%.2f GB)\n",
+               out.c_str(), arch_name.c_str(), type.c_str(), plan.n_tensors(), plan.params() / 1e9,
+               plan.bytes() / 1e9, plan.active_params() / 1e9, plan.active_bytes() / 1e9);
+  w.Write(out);
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%-60s\r", "");
+  // Read it back: the same validation every loader of ours applies.
+  const auto file = GgufFile::Open(out);
+  if (static_cast<int>(file->tensors().size()) != plan.n_tensors()) {
+    Fail(out, ": tensor count mismatch on re-reading");
+  }
+  std::fprintf(stderr, "wrote %s\n", out.c_str());
+  return 0;
+}
+
+struct Override {
+  const char* flag;
+  int value;
+};
+
+int WriteDeepseek4(const std::string& out, const std::string& type, const std::string& shape_name, int n_layers,
+                   const std::string& vocab_from, const Override* ov, size_t n_ov) {
+  Deepseek4Shape s;
+  if (shape_name.empty() || shape_name == "bench") s = Deepseek4BenchShape();
+  else if (shape_name == "fixture") s = Deepseek4FixtureShape();
+  else Fail("unknown --shape ", shape_name, " for deepseek4 (bench, fixture)");
+  for (size_t i = 0; i < n_ov; ++i) {
+    if (ov[i].value != 0 && std::strcmp(ov[i].flag, "--layers") != 0) {
+      Fail(ov[i].flag, " does not apply to --arch deepseek4 (--shape and --layers do)");
+    }
+  }
+  if (n_layers > s.n_layer()) Fail("--layers ", n_layers, " exceeds the shape's ", s.n_layer());
+  if (n_layers > 0) s.ratios.resize(n_layers);
+  if (!vocab_from.empty()) {
+    GgufWriter probe;
+    s.vocab_from = vocab_from;
+    s.n_vocab = CopyVocab(probe, vocab_from);
+  }
+  CheckDeepseek4Shape(s);
+  GgufWriter w;
+  Plan plan(w);
+  PlanDeepseek4(w, plan, s, type);
+  return WriteAndCheck(w, plan, out, "deepseek4", type);
+}
+
 int ParseInt(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   errno = 0;
@@ -425,11 +354,7 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  std::string out = argv[1], type = "F16", shape_name, arch_name = "llama";
-  struct Override {
-    const char* flag;
-    int value;
-  };
+  std::string out = argv[1], type = "F16", shape_name, arch_name = "llama", vocab_from;
   Override ov[] = {{"--embd", 0},    {"--layers", 0},  {"--heads", 0},   {"--kv-heads", 0},
                    {"--head-dim", 0}, {"--vocab", 0},   {"--ff", 0},      {"--experts", 0},
                    {"--experts-used", 0}, {"--ff-exp", 0}};
@@ -440,6 +365,7 @@ int Main(int argc, char** argv) {
     if (flag == "--type") type = value;
     else if (flag == "--shape") shape_name = value;
     else if (flag == "--arch") arch_name = value;
+    else if (flag == "--vocab-from") vocab_from = value;
     else {
       bool known = false;
       for (Override& o : ov) {
@@ -481,9 +407,12 @@ int Main(int argc, char** argv) {
       arch = Arch::kGemma4;
       s = {2816, 6, 16, 8, 2112, 262144, 256, 128, 8, 704};
     }
+  } else if (arch_name == "deepseek4") {
+    return WriteDeepseek4(out, type, shape_name, get("--layers"), vocab_from, ov, std::size(ov));
   } else {
-    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4)");
+    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4, deepseek4)");
   }
+  if (!vocab_from.empty()) Fail("--vocab-from applies to --arch deepseek4");
   const std::pair<const char*, int*> fields[] = {
       {"--embd", &s.n_embd},         {"--layers", &s.n_layer},    {"--heads", &s.n_head},
       {"--kv-heads", &s.n_head_kv},  {"--head-dim", &s.head_dim}, {"--vocab", &s.n_vocab},
@@ -522,18 +451,7 @@ int Main(int argc, char** argv) {
     case Arch::kQwen3Moe: PlanQwen3Moe(w, plan, s, type); break;
     case Arch::kGemma4: PlanGemma4(w, plan, s, type); break;
   }
-  std::fprintf(stderr, "%s: %s %s, %d tensors, %.3fB weights (%.2f GB), active per token %.3fB (%.2f GB)\n",
-               out.c_str(), arch_name.c_str(), type.c_str(), plan.n_tensors(), plan.params() / 1e9,
-               plan.bytes() / 1e9, plan.active_params() / 1e9, plan.active_bytes() / 1e9);
-  w.Write(out);
-  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r%-60s\r", "");
-  // Read it back: the same validation every loader of ours applies.
-  const auto file = GgufFile::Open(out);
-  if (static_cast<int>(file->tensors().size()) != plan.n_tensors()) {
-    Fail(out, ": tensor count mismatch on re-reading");
-  }
-  std::fprintf(stderr, "wrote %s\n", out.c_str());
-  return 0;
+  return WriteAndCheck(w, plan, out, arch_name, type);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 int main(int argc, char** argv) {
   CLI::App app{
       "kakeya: local LLM inference with lossless speculative decoding.\n"
-      "Runs GGUF models (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, glm4moe) on the CPU,\n"
+      "Runs GGUF models (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, glm4moe, deepseek4) on the CPU,\n"
       "from the command line or as an OpenAI-compatible server."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kakeya 0.1.0");

@@ -129,10 +129,12 @@ size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int m
   return total;
 }
 
-KvCache::KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending)
+KvCache::KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending,
+                 const std::vector<CompressedLayerShape>& compressed)
     : n_ctx_(n_ctx), max_pending_(max_pending) {
   layers_.reserve(layers.size());
   for (const LayerCacheShape& s : layers) layers_.emplace_back(s, LayerCapacity(s, n_ctx, max_pending), n_ctx);
+  if (!compressed.empty()) compressed_ = std::make_unique<CompressedKv>(compressed, n_ctx, max_pending);
 }
 
 void KvCache::Append(int n) {
@@ -158,7 +160,7 @@ void KvCache::Clear() {
 }
 
 size_t KvCache::bytes() const {
-  size_t total = 0;
+  size_t total = compressed_ ? compressed_->bytes() : 0;
   for (const LayerCache& l : layers_) total += l.bytes();
   return total;
 }

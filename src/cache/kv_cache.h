@@ -31,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "cache/compressed_kv.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_types.h"
 
@@ -135,9 +136,14 @@ class KvCache {
   // largest forward batch or verify block). Ring layers get capacity
   // min(n_ctx, window + max_pending), coded layers min(n_ctx, kCodecExact +
   // kCodedBlock + max_pending) exact rows.
-  KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending);
+  // `compressed`: deepseek4's layers (compressed_kv.h), whose state is
+  // keyed by position as well, so that Trim and Commit need nothing of it.
+  KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending,
+          const std::vector<CompressedLayerShape>& compressed = {});
 
   LayerCache& layer(int il) { return layers_[il]; }
+  // Null unless the model's attention is deepseek4's.
+  const CompressedKv* compressed() const { return compressed_.get(); }
   const LayerCache& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
 
@@ -166,6 +172,7 @@ class KvCache {
 
  private:
   std::vector<LayerCache> layers_;
+  std::unique_ptr<CompressedKv> compressed_;
   int n_ctx_;
   int max_pending_;
   int n_past_ = 0;

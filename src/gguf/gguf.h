@@ -150,6 +150,8 @@ class GgufWriter {
   void SetF64(std::string key, double v);
   // An array of `count` packed little-endian elements of a numeric or BOOL type.
   void SetArray(std::string key, GgufType elem_type, const void* data, uint64_t count);
+  // A value read from another file, as it was (copies and edits of files).
+  void SetValue(std::string key, const GgufValue& v);
   // `data` must hold RowBytes(type, ne[0]) * ne[1] * ne[2] * ne[3] bytes.
   void AddTensor(std::string name, DType type, std::vector<int64_t> ne,
                  const void* data, size_t nbytes);

@@ -157,6 +157,30 @@ void GgufWriter::SetF64(std::string key, double v) {
   SetEncoded(kvs_, std::move(key), EncodeScalar(GgufType::kFloat64, v));
 }
 
+void GgufWriter::SetValue(std::string key, const GgufValue& v) {
+  switch (v.type) {
+    case GgufType::kUint8: SetU8(std::move(key), static_cast<uint8_t>(v.u)); break;
+    case GgufType::kInt8: SetI8(std::move(key), static_cast<int8_t>(v.i)); break;
+    case GgufType::kUint16: SetU16(std::move(key), static_cast<uint16_t>(v.u)); break;
+    case GgufType::kInt16: SetI16(std::move(key), static_cast<int16_t>(v.i)); break;
+    case GgufType::kUint32: SetU32(std::move(key), static_cast<uint32_t>(v.u)); break;
+    case GgufType::kInt32: SetI32(std::move(key), static_cast<int32_t>(v.i)); break;
+    case GgufType::kUint64: SetU64(std::move(key), v.u); break;
+    case GgufType::kInt64: SetI64(std::move(key), v.i); break;
+    case GgufType::kFloat32: SetF32(std::move(key), static_cast<float>(v.f)); break;
+    case GgufType::kFloat64: SetF64(std::move(key), v.f); break;
+    case GgufType::kBool: SetBool(std::move(key), v.u != 0); break;
+    case GgufType::kString: SetString(std::move(key), std::string(v.str)); break;
+    case GgufType::kArray:
+      if (v.elem_type == GgufType::kString) {
+        SetStringArray(std::move(key), std::vector<std::string>(v.strings.begin(), v.strings.end()));
+      } else {
+        SetArray(std::move(key), v.elem_type, v.array_data, v.count);
+      }
+      break;
+  }
+}
+
 void GgufWriter::SetArray(std::string key, GgufType elem_type, const void* data, uint64_t count) {
   const uint64_t elem_bytes = PackedBytes(elem_type);
   if (elem_bytes == 0) {

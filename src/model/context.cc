@@ -78,16 +78,32 @@ Context::Context(const Model& model, const ContextOptions& options)
     }
     shapes.push_back({a.window, a.n_head_kv, a.head_dim, a.value_dim, k_type, v_type});
   }
+  // deepseek4's layers keep their state in a CompressedKv instead.
+  std::vector<CompressedLayerShape> compressed;
+  if (model.hparams().n_hyper > 0) {
+    if (k_type != KvType::kF32 || v_type != KvType::kF32) {
+      Fail("cache types -ctk ", KvTypeName(k_type), " -ctv ", KvTypeName(v_type), ": ", model.hparams().arch,
+           "'s compressed attention keeps F32 keys only (leave -ctk and -ctv at f32)");
+    }
+    shapes.clear();
+    for (const Layer& L : model.layers) {
+      const HybridAttention& h = L.hybrid;
+      shapes.push_back({L.attn.window});
+      compressed.push_back({L.attn.window, L.attn.head_dim, h.blocks.ratio, h.blocks.span(), h.blocks.width(),
+                            h.index_blocks.dim});
+    }
+  }
   // A cache larger than the machine's memory would be granted (memory is
   // overcommitted) and the process killed once it is written: refuse it here.
-  const size_t kv_bytes = KvCacheBytes(shapes, options_.n_ctx, options_.max_batch);
+  const size_t kv_bytes = KvCacheBytes(shapes, options_.n_ctx, options_.max_batch) +
+                          CompressedKvBytes(compressed, options_.n_ctx, options_.max_batch);
   const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   if (ram > 0 && double(kv_bytes) > ram) {
     Fail("a context of ", options_.n_ctx, " positions (-c) needs ", FormatGiB(double(kv_bytes)),
          " GiB of KV cache with -ctk ", KvTypeName(k_type), " -ctv ", KvTypeName(v_type), ", more than this machine's ",
          FormatGiB(ram), " GiB of memory: use a smaller -c, or smaller cache types (e.g. -ctk kakeya4 -ctv kakeya3)");
   }
-  cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch);
+  cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch, compressed);
 }
 
 Context::~Context() = default;
@@ -268,10 +284,12 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   b.experts_touched = 0;
   b.expert_bytes_read = 0;
   const Architecture& arch = model.architecture();
+  pass.BeginHyperStreams();
   for (int il = 0; il < hp.n_layer; ++il) {
     keep_taps(il);
     arch.run_layer(pass, model.layers[il], il);
   }
+  pass.EndHyperStreams();
   keep_taps(hp.n_layer);
   for (const SequenceSlice& s : slices) s.cache->Append(s.n_rows);
   b.routing_overrides.clear();

@@ -101,6 +101,7 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
     per_layer_inputs = Buffer<float>(B * hp.n_layer * hp.n_embd_per_layer);
     per_layer_token = Buffer<float>(size_t(hp.n_layer) * hp.n_embd_per_layer);
   }
+  if (hp.n_hyper > 0) AllocateHybrid(model, n_ctx, n_threads);
 }
 
 ForwardPass::ForwardPass(const Model& model, ForwardBuffers& buffers, std::span<const SequenceSlice> slices,
@@ -246,8 +247,15 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
 
 namespace {
 
-void Activate(FfnActivation act, float* gate, const float* up, int64_t n) {
-  if (act == FfnActivation::kGelu) {
+// `clamp` > 0: deepseek4's clamped SwiGLU, silu(min(g, clamp)) * clamp(u,
+// -clamp, clamp), with ggml's silu (x / (1 + e^-x)).
+void Activate(FfnActivation act, float clamp, float* gate, const float* up, int64_t n) {
+  if (clamp > 0.0f) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = std::min(gate[i], clamp);
+      gate[i] = g / (1.0f + static_cast<float>(PortableExp(-g))) * std::clamp(up[i], -clamp, clamp);
+    }
+  } else if (act == FfnActivation::kGelu) {
     GeluMul(gate, up, static_cast<int>(n), gate);
   } else {
     SiluMul(gate, up, static_cast<int>(n), gate);
@@ -259,7 +267,7 @@ void Activate(FfnActivation act, float* gate, const float* up, int64_t n) {
 void ForwardPass::Ffn(const DenseFfn& f, FfnActivation act, const float* in, float* out) {
   const MatMulOutput gate_up[] = {{&f.gate, b_.gate.get()}, {&f.up, b_.up.get()}};
   MatMulSharedInput(gate_up, in, n_rows_, b_.matmul.get(), pool_);
-  Activate(act, b_.gate.get(), b_.up.get(), int64_t(n_rows_) * f.n_ff());
+  Activate(act, f.clamp, b_.gate.get(), b_.up.get(), int64_t(n_rows_) * f.n_ff());
   MatMul(f.down, b_.gate.get(), n_rows_, out, b_.matmul.get(), pool_);
 }
 
@@ -272,9 +280,15 @@ namespace {
 // F16's smallest normal, as llama.cpp does) and scaled. Returns the margin by
 // which the last chosen expert beat the best unchosen one; with
 // `take_runner_up`, that runner-up replaces it (RoutingOverride).
-float Route(const MixtureOfExperts& m, float* logits, bool take_runner_up, int* experts, float* weights) {
+float Route(const MixtureOfExperts& m, TokenId token, float* logits, bool take_runner_up, int* experts,
+            float* weights) {
   const int n = m.n_expert, K = m.n_used;
-  if (m.gating == ExpertGating::kSoftmax) {
+  if (m.gating == ExpertGating::kSqrtSoftplus) {
+    for (int e = 0; e < n; ++e) {
+      const float x = logits[e];
+      logits[e] = std::sqrt(x > 20.0f ? x : static_cast<float>(PortableLog(1.0f + static_cast<float>(PortableExp(x)))));
+    }
+  } else if (m.gating == ExpertGating::kSoftmax) {
     const float max = *std::max_element(logits, logits + n);
     double sum = 0;
     for (int e = 0; e < n; ++e) sum += (logits[e] = static_cast<float>(PortableExp(logits[e] - max)));
@@ -292,10 +306,15 @@ float Route(const MixtureOfExperts& m, float* logits, bool take_runner_up, int* 
     }
     return best;
   };
-  for (int k = 0; k < K; ++k) experts[k] = best_unchosen(k);
-  const int runner_up = K < n ? best_unchosen(K) : -1;
-  const float margin = runner_up < 0 ? INFINITY : selection(experts[K - 1]) - selection(runner_up);
-  if (take_runner_up && runner_up >= 0) experts[K - 1] = runner_up;
+  float margin = INFINITY;
+  if (m.token_experts != nullptr) {  // routed by the token alone: no near-ties
+    std::copy_n(m.token_experts + size_t(token) * K, K, experts);
+  } else {
+    for (int k = 0; k < K; ++k) experts[k] = best_unchosen(k);
+    const int runner_up = K < n ? best_unchosen(K) : -1;
+    if (runner_up >= 0) margin = selection(experts[K - 1]) - selection(runner_up);
+    if (take_runner_up && runner_up >= 0) experts[K - 1] = runner_up;
+  }
   for (int k = 0; k < K; ++k) weights[k] = logits[experts[k]];
   if (m.normalize_weights) {
     float sum = 0;
@@ -328,7 +347,8 @@ void ForwardPass::Experts(const MixtureOfExperts& m, int il, FfnActivation act, 
         std::find(b_.routing_overrides.begin(), b_.routing_overrides.end(), RoutingOverride{il, r}) !=
         b_.routing_overrides.end();
     b_.routing_margins.get()[size_t(il) * b_.max_rows + r] =
-        Route(m, b_.router_logits.get() + size_t(r) * m.n_expert, take_runner_up, chosen + r * K, weight + r * K);
+        Route(m, b_.tokens.get()[r], b_.router_logits.get() + size_t(r) * m.n_expert, take_runner_up, chosen + r * K,
+              weight + r * K);
   }
 
   // Expert e's rows go to slots first[e] .. first[e + 1] - 1.
@@ -359,7 +379,7 @@ void ForwardPass::Experts(const MixtureOfExperts& m, int il, FfnActivation act, 
   b_.experts_touched += static_cast<int>(groups.size() / 2);
   b_.expert_bytes_read += groups.size() / 2 * model_.expert_bytes(il);
   MatMulGroups(groups, b_.expert_in.get(), n_pairs, b_.matmul.get(), pool_);
-  Activate(act, b_.expert_gate.get(), b_.expert_up.get(), int64_t(n_pairs) * n_ff);
+  Activate(act, m.clamp, b_.expert_gate.get(), b_.expert_up.get(), int64_t(n_pairs) * n_ff);
   touched([&](int e, int begin, int count) {
     groups.push_back({&m.down[e], begin, count, b_.expert_out.get() + size_t(begin) * n_embd});
   });

@@ -54,6 +54,7 @@ struct SequenceSlice {
 // of the model and max_rows rows per forward (forward_pass.cc).
 struct ForwardBuffers {
   ForwardBuffers(const Model& model, int max_rows, int max_logit_rows, int n_ctx, int n_threads);
+  void AllocateHybrid(const Model& model, int n_ctx, int n_threads);  // forward_pass_deepseek4.cc
 
   int max_rows;
   Buffer<TokenId> tokens;                 // [max_rows] the batch's tokens, all sequences
@@ -90,6 +91,20 @@ struct ForwardBuffers {
   // Gemma 4 per-layer embeddings: each row's inputs of every layer.
   Buffer<float> per_layer_inputs;     // F32 [max_rows, n_layer * n_embd_per_layer]
   Buffer<float> per_layer_token;      // F32 [n_layer * n_embd_per_layer] one token's table row
+  // deepseek4 (HParams::n_hyper > 0; forward_pass_deepseek4.cc).
+  Buffer<float> streams;          // F32 [max_rows, n_hyper * n_embd] the residual's streams
+  Buffer<float> streams_normed;   // the same, RMS-normed: the mixers' input
+  Buffer<float> mixes;            // F32 [max_rows, kHyperMixes] pre, post and comb weights of the last mixer
+  Buffer<float> low_rank;         // F32 [max_rows, widest q_lora or groups * o_lora]
+  Buffer<float> group_in, group_out;  // F32 [max_rows, one output group's width / o_lora]
+  Buffer<float> block_kv, block_score;  // F32 [max_rows, widest compressor width]
+  Buffer<float> index_kv, index_score;  // F32 [max_rows, 2 * index dim]
+  Buffer<float> index_q;          // F32 [max_rows, index_heads * index dim]
+  Buffer<float> index_weights;    // F32 [max_rows, index_heads]
+  Buffer<int> selected_blocks;    // [max_rows, widest index top-k]
+  size_t hybrid_floats = 0;       // per thread: one query's scores (raw window and blocks)
+  Buffer<float> hybrid_scores;    // F32 [n_threads, hybrid_floats]
+  Buffer<int> hybrid_order;       // [n_threads, hybrid_floats] block numbers, for the top-k
 };
 
 class ForwardPass {
@@ -132,6 +147,18 @@ class ForwardPass {
   // PreparePerLayerInputs.
   void AddPerLayerInput(const Layer& layer, int il);
 
+  // deepseek4 (docs/formats/deepseek4.md; forward_pass_deepseek4.cc), no-ops
+  // for other models. Begin: every stream starts as the embedding row; End:
+  // the residual becomes the output head mixer's sum of the streams.
+  void BeginHyperStreams();
+  void EndHyperStreams();
+  // out = the mixer's weighted sum of the streams (it keeps its post and
+  // comb weights for HyperPost); the streams = post * branch + their comb mix.
+  void HyperPre(const HyperMixer& mixer, float* out);
+  void HyperPost(const float* branch);
+  // deepseek4's attention of layer il on its normed input.
+  void Hybrid(const Layer& layer, int il, const float* in, float* out);
+
   // Once per forward, before the layers (RunForward).
   void Embed(const TokenId* tokens);
   void PrepareRope();
@@ -143,6 +170,9 @@ class ForwardPass {
   std::span<const SequenceSlice> slices_;
   ThreadPool& pool_;
   int n_rows_;
+  // Hybrid's parts.
+  void CompressBlocks(const Compressor& c, int il, const float* in, bool index);
+  void SelectBlocks(const Layer& layer, int il, const float* in, const float* q_low_rank);
 };
 
 }  // namespace kakeya

@@ -16,6 +16,9 @@ struct HParams {
   float embd_scale = 0.0f;     // > 0: token embeddings are multiplied by it (gemma: sqrt(n_embd))
   float final_softcap = 0.0f;  // > 0: logits soft-capped
   int n_embd_per_layer = 0;    // > 0: Gemma 4 per-layer embeddings of this width
+  int n_hyper = 0;             // > 0: deepseek4's residual of this many streams (hyper-connections)
+  float hyper_eps = 0.0f;      // their mixers' epsilon
+  int hyper_sinkhorn_iterations = 0;
 };
 
 }  // namespace kakeya

@@ -70,13 +70,15 @@ struct DenseFfn {
   WeightMatrix gate;  // [n_embd, n_ff]
   WeightMatrix up;    // [n_embd, n_ff]
   WeightMatrix down;  // [n_ff, n_embd]
+  float clamp = 0.0f;  // > 0 (deepseek4): SwiGLU of min(gate, clamp) and up clamped to +-clamp
   bool present() const { return down.data != nullptr; }
   int n_ff() const { return static_cast<int>(down.n_in); }
 };
 
 enum class ExpertGating : uint8_t {
-  kSoftmax,  // qwen3moe, gemma4, mixtral
-  kSigmoid,  // glm4moe, deepseek v3
+  kSoftmax,      // qwen3moe, gemma4, mixtral
+  kSigmoid,      // glm4moe, deepseek v3
+  kSqrtSoftplus,  // deepseek4: sqrt(log(1 + e^x))
 };
 
 // A mixture of experts: a router picks n_used of the experts per row, each
@@ -91,6 +93,10 @@ struct MixtureOfExperts {
   WeightMatrix router;                   // [n_embd, n_expert]
   const float* selection_bias = nullptr;  // F32 [n_expert] added for the choice only (glm4moe)
   const float* expert_scale = nullptr;    // F32 [n_expert] multiplies each expert's output (gemma4)
+  // deepseek4's first layers route by token id: I32 [n_vocab, n_used], the
+  // router's probabilities still weigh them.
+  const int32_t* token_experts = nullptr;
+  float clamp = 0.0f;  // as DenseFfn::clamp
   // Per expert, slices of the GGUF's 3-D tensors ([n_in, n_out, n_expert]);
   // a fused gate_up tensor becomes a gate and an up slice of each expert.
   std::vector<WeightMatrix> gate, up, down;
@@ -105,6 +111,60 @@ struct PerLayerInput {
   WeightMatrix proj;  // [n_embd_per_layer, n_embd]
   const float* post_norm = nullptr;  // F32 [n_embd]
   bool present() const { return gate.data != nullptr; }
+};
+
+// DeepSeek-V4's hyper-connections (docs/formats/deepseek4.md 2): the residual is
+// kHyperStreams streams; before a sub-layer a mixer weighs them into its
+// input, after it spreads the output back and mixes the streams.
+inline constexpr int kHyperStreams = 4;
+inline constexpr int kHyperMixes = (2 + kHyperStreams) * kHyperStreams;  // pre, post, comb
+struct HyperMixer {
+  WeightMatrix fn;              // F32 [kHyperStreams * n_embd, n_mix]: the mixes of the RMS-normed streams
+  const float* base = nullptr;  // F32 [n_mix]
+  const float* scale = nullptr;  // F32 [3] (pre, post, comb), the head's [1]
+  bool present() const { return fn.data != nullptr; }
+};
+
+// A compressor (docs/formats/deepseek4.md 4): every `ratio` positions, one
+// block of `dim` values, a softmax-weighted sum per channel of the block's
+// projected inputs (ratio 4: of 8 positions, the previous block's through
+// the first half of the projections and its own through the second).
+struct Compressor {
+  int ratio = 0;  // 0: none, 4 or 128
+  int dim = 0;
+  WeightMatrix kv, gate;        // [n_embd, width()]
+  const float* ape = nullptr;   // F32 [ratio, width()] added to the gate at pos % ratio
+  const float* norm = nullptr;  // F32 [dim]
+  int width() const { return ratio == 4 ? 2 * dim : dim; }
+  int span() const { return ratio == 4 ? 2 * ratio : ratio; }  // positions one block reads
+};
+
+// RoPE with YaRN on the last `dims` values of each head, as ggml computes it.
+struct YarnRope {
+  int dims = 0;
+  float base = 10000.0f;
+  float freq_scale = 1.0f;
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float corr_low = 0.0f, corr_high = 0.0f;
+};
+
+// deepseek4's attention (docs/formats/deepseek4.md 3): low-rank queries, one
+// key head that is also the value head, a sink logit per head, keys of a
+// raw window plus compressed blocks (ratio 4: the lightning indexer's top-k
+// of them, 128: all), the output un-rotated and projected through groups.
+struct HybridAttention {
+  WeightMatrix q_a, q_b, kv, out_b;  // [n_embd, q_lora], [q_lora, n_head * dim], [n_embd, dim], [groups * o_lora, n_embd]
+  std::vector<WeightMatrix> out_a;   // per group: [n_head / groups * dim, o_lora]
+  const float* q_a_norm = nullptr;   // F32 [q_lora]
+  const float* kv_norm = nullptr;    // F32 [dim]
+  const float* sinks = nullptr;      // F32 [n_head]
+  YarnRope rope;                     // queries, keys and blocks alike
+  Compressor blocks;
+  Compressor index_blocks;           // ratio 4: the indexer's keys
+  WeightMatrix index_q_b, index_weights;  // [q_lora, index_heads * index dim], [n_embd, index_heads]
+  int index_heads = 0, index_top_k = 0;
+  bool present() const { return q_a.data != nullptr; }
 };
 
 // Norm weights are F32 [width]; a null pointer means the layer has no such norm.
@@ -133,6 +193,8 @@ struct Layer {
   const float* router_input_scale = nullptr;  // F32 [n_embd]
   PerLayerInput per_layer_input;
   float output_scale = 1.0f;  // gemma4 layer_output_scale: multiplies the whole residual
+  HybridAttention hybrid;      // deepseek4, instead of wq .. wo
+  HyperMixer hc_attn, hc_ffn;  // deepseek4: the streams' mixers around attention and FFN
 
   // Every matrix of the layer, experts included: the one list that packing,
   // byte counts and scratch sizes walk.

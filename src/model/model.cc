@@ -17,11 +17,14 @@ std::vector<WeightMatrix*> Layer::Matrices() {
   auto add = [&](WeightMatrix& w) {
     if (w.data != nullptr) out.push_back(&w);
   };
+  HybridAttention& h = hybrid;
   for (WeightMatrix* w : {&wq, &wk, &wv, &wo, &ffn.gate, &ffn.up, &ffn.down, &moe.router, &shared_expert.gate,
-                          &shared_expert.up, &shared_expert.down, &per_layer_input.gate, &per_layer_input.proj}) {
+                          &shared_expert.up, &shared_expert.down, &per_layer_input.gate, &per_layer_input.proj,
+                          &h.q_a, &h.q_b, &h.kv, &h.out_b, &h.blocks.kv, &h.blocks.gate, &h.index_blocks.kv,
+                          &h.index_blocks.gate, &h.index_q_b, &h.index_weights, &hc_attn.fn, &hc_ffn.fn}) {
     add(*w);
   }
-  for (std::vector<WeightMatrix>* experts : {&moe.gate, &moe.up, &moe.down}) {
+  for (std::vector<WeightMatrix>* experts : {&moe.gate, &moe.up, &moe.down, &h.out_a}) {
     for (WeightMatrix& w : *experts) add(w);
   }
   return out;
@@ -158,6 +161,7 @@ void Model::MoveMatricesToWeightBuffer() {
   std::vector<WeightMatrix*> matrices;
   if (output.data != nullptr) matrices.push_back(&output);  // a sidecar borrows its target's
   if (per_layer_model_proj.data != nullptr) matrices.push_back(&per_layer_model_proj);
+  if (hc_head.present()) matrices.push_back(&hc_head.fn);
   for (Layer& L : layers) {
     for (WeightMatrix* w : L.Matrices()) matrices.push_back(w);
   }

@@ -68,6 +68,7 @@ class Model {
   WeightMatrix per_layer_model_proj;  // [n_embd, E * n_layer]
   const float* per_layer_proj_norm = nullptr;  // F32 [E]
   std::vector<NextnLayer> nextn;
+  HyperMixer hc_head;  // deepseek4: the streams' mix into the output head's input
 
   // Bytes of weights one token's forward step reads: every dense matrix, the
   // output head, one embedding row, and n_used experts per mixture (for

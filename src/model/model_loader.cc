@@ -146,6 +146,18 @@ std::vector<WeightMatrix> ModelLoader::Experts(const std::string& name, int64_t 
   return experts;
 }
 
+std::vector<WeightMatrix> ModelLoader::OutputGroups(const std::string& name, int64_t n_in, int64_t n_out,
+                                                    int64_t n_group) const {
+  const GgufTensor& t = Require(name);
+  const bool flat = t.n_dims == 2 && t.ne[0] == n_in && t.ne[1] == n_out * n_group;
+  if (!flat) return Experts(name, n_in, n_out, n_group);
+  CheckWeightType(t);
+  const int64_t row_bytes = RowBytes(t.type, n_in);
+  std::vector<WeightMatrix> groups(n_group);
+  for (int64_t g = 0; g < n_group; ++g) groups[g] = WeightMatrix{t.type, n_in, n_out, t.data + g * n_out * row_bytes, row_bytes};
+  return groups;
+}
+
 void ModelLoader::GateUpExperts(int il, int64_t n_in, int64_t n_ff, int64_t n_expert, std::vector<WeightMatrix>& gate,
                                 std::vector<WeightMatrix>& up) const {
   if (Find(BlockName(il, "ffn_gate_up_exps.weight")) == nullptr) {

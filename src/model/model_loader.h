@@ -73,6 +73,10 @@ class ModelLoader {
   // The n_expert matrices [n_in, n_out] of a 3-D expert tensor [n_in, n_out, n_expert].
   std::vector<WeightMatrix> Experts(const std::string& name, int64_t n_in, int64_t n_out,
                                     int64_t n_expert) const;
+  // A matrix of n_group * n_out outputs as n_group matrices [n_in, n_out],
+  // stored 2-D [n_in, n_group * n_out] or 3-D [n_in, n_out, n_group]
+  // (deepseek4's grouped output projection).
+  std::vector<WeightMatrix> OutputGroups(const std::string& name, int64_t n_in, int64_t n_out, int64_t n_group) const;
   // Layer il's expert gates and ups: a fused ffn_gate_up_exps [n_in, 2 * n_ff,
   // n_expert] (each expert's first n_ff rows its gate, the next n_ff its up),
   // or ffn_gate_exps and ffn_up_exps.

@@ -14,6 +14,10 @@ namespace {
 // The sidecar at `path`, checked against the target; null when the block is
 // the target's own.
 std::unique_ptr<Model> LoadSidecarFor(const Model& target, const std::string& path) {
+  if (target.hparams().n_hyper > 0) {
+    Fail(target.path(), ": MTP drafting for ", target.hparams().arch,
+         " (a NextN block over four hyper-connection streams) is not implemented yet; use --spec ngram or draft");
+  }
   if (path.empty()) {
     if (target.nextn.empty()) {
       Fail(target.path(), ": this model has no NextN layers; pass an MTP sidecar with --draft");

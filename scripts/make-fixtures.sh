@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Writes tests/fixtures/models3: random-weight deepseek4 models made by our
+# make-bench-model (--arch deepseek4 --shape fixture, F32 and Q8_0) and what
+# the reference engine, llama.cpp, computes on them: logits of every prompt
+# (scripts/dump-reference-logits.sh) and the MTP block's drafts
+# (scripts/dump-reference-drafts.sh). See tests/fixtures/models3/README.md.
+#
+#   scripts/make-fixtures.sh
+#
+# Needs the reference built by scripts/compare-reference.sh (in
+# $KAKEYA_REF_DIR, default ~/.cache/kakeya-reference) and a build of ours with
+# the tools (scripts/build.sh -DKAKEYA_TOOLS=ON). Takes about a minute.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+out=$repo/tests/fixtures/models3
+make_model=$repo/build/bin/make-bench-model
+[ -x "$make_model" ] || { echo "make-fixtures.sh: build the tools first (scripts/build.sh -DKAKEYA_TOOLS=ON)" >&2; exit 1; }
+
+mkdir -p "$out/prompts"
+cp "$repo"/tests/fixtures/models2/prompts/{fox,fib,long,wrap}.txt "$out/prompts/"
+for type in F32 Q8_0; do
+  name=ds4-$(echo "$type" | tr 'A-Z' 'a-z')
+  # The vocabulary of the other fixtures, so that their draft model drafts for these.
+  "$make_model" "$out/$name.gguf" --arch deepseek4 --shape fixture --type "$type" \
+    --vocab-from "$repo/tests/fixtures/models/tiny-llama-f32.gguf"
+  mkdir -p "$out/$name"
+  for prompt in fox fib long wrap; do
+    n=64
+    [ "$prompt" = wrap ] && n=200
+    "$repo/scripts/dump-reference-logits.sh" "$out/$name.gguf" "$out/prompts/$prompt.txt" "$n" \
+      "$out/$name/$prompt.logits.json"
+  done
+done
+for prompt in fox wrap; do
+  n=64
+  [ "$prompt" = wrap ] && n=200
+  "$repo/scripts/dump-reference-drafts.sh" "$out/ds4-f32.gguf" "$out/prompts/$prompt.txt" "$n" \
+    "$out/ds4-f32/$prompt.drafts.json"
+done
+echo "wrote $out"
