@@ -1,8 +1,10 @@
 // deepseek4 (docs/formats/deepseek4.md, ADR 0015) beyond model_parity_test's
-// agreement with llama.cpp: the promises of its compressed cache, and its
-// bad input.
-//  * Lossless: speculative output is byte-identical to plain decoding, greedy
-//    and seeded, at blocks up to 16, on 1 and 2 threads, over 1,500 tokens
+// agreement with llama.cpp (and mtp_drafter_test's for its MTP block): the
+// promises of its compressed cache, and its bad input.
+//  * Lossless: speculative output is byte-identical to plain decoding with
+//    every drafter (a replay of the output with spoiled proposals, prompt
+//    lookup, the MTP block, a draft model, auto), greedy and seeded, at
+//    blocks up to 16, on 1 and 2 threads, over 1,500 tokens
 //    (11 blocks of 128 and 378 of 4, of which the indexer picks 8; the raw
 //    window of 32 wraps 47 times), with rejections at every kind of position.
 //  * A row's logits are bit-identical however the sequence is cut into
@@ -22,7 +24,7 @@
 #include "model/model.h"
 #include "plain_decoding.h"
 #include "replay_drafter.h"
-#include "speculative/ngram_drafter.h"
+#include "speculative/drafter_registry.h"
 #include "speculative/speculative.h"
 #include "test_files.h"
 
@@ -31,17 +33,23 @@ namespace {
 
 std::string Fixture(const char* name) { return fixture::ModelPath(name, "models3"); }
 
-void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, std::vector<float> temperatures,
-                                 std::vector<int> threads, std::vector<int> blocks) {
+struct Run {
+  float temperature;
+  int threads, block;
+};
+
+void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const std::vector<Run>& runs) {
   SCOPED_TRACE(model_name);
   const std::unique_ptr<Model> model = Model::Load(Fixture(model_name));
   const std::vector<TokenId> prompt = model->tokenizer().Encode("The quick brown fox jumps over the lazy dog.", true, true);
   const int n_ctx = static_cast<int>(prompt.size()) + n_predict + 16;
-  for (float temperature : temperatures) {
+  for (const Run& run : runs) {
+    SCOPED_TRACE("temperature " + std::to_string(run.temperature) + " threads " + std::to_string(run.threads) +
+                 " block " + std::to_string(run.block));
     GenerateOptions o;
     o.n_predict = n_predict;
     o.ignore_eos = true;
-    o.sampling.temperature = temperature;
+    o.sampling.temperature = run.temperature;
     o.sampling.seed = 11;
     std::vector<TokenId> plain;
     {
@@ -50,27 +58,30 @@ void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, std::vec
     }
     std::vector<TokenId> full = prompt;
     full.insert(full.end(), plain.begin(), plain.end());
-    for (int n_threads : threads) {
-      for (int block : blocks) {
-        SCOPED_TRACE("temperature " + std::to_string(temperature) + " threads " + std::to_string(n_threads) +
-                     " block " + std::to_string(block));
-        Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 64, .n_threads = n_threads});
-        ReplayDrafter replay(full);
-        SpecStats stats;
-        EXPECT_EQ(Generate(ctx, &replay, prompt, o, SpecOptions{.block = block}, nullptr, &stats).tokens, plain);
-        EXPECT_GT(stats.accepted, n_predict / 4);
-        NgramDrafter ngram(NgramOptions{.n_ctx = n_ctx});
-        EXPECT_EQ(Generate(ctx, &ngram, prompt, o, SpecOptions{.block = block}, nullptr, nullptr).tokens, plain);
-      }
+    Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 64, .n_threads = run.threads});
+    const SpecOptions spec_options{.block = run.block};
+    ReplayDrafter replay(full);
+    SpecStats stats;
+    EXPECT_EQ(Generate(ctx, &replay, prompt, o, spec_options, nullptr, &stats).tokens, plain);
+    EXPECT_GT(stats.accepted, n_predict / 4);
+    // The drafters a user picks: prompt lookup, the file's MTP block, the
+    // fixtures' draft model, and auto over all of them.
+    const DrafterSetup setup{*model, ctx, "", o.sampling, std::max(run.block, 2)};
+    const DrafterSources with_draft{.draft = fixture::ModelPath("tiny-draft-f32")};
+    for (const auto& [spec, sources] : {std::pair{"ngram", DrafterSources{}}, std::pair{"mtp", DrafterSources{}},
+                                        std::pair{"draft", with_draft}, std::pair{"auto", with_draft}}) {
+      SCOPED_TRACE(spec);
+      const std::unique_ptr<Drafter> drafter = MakeDrafter(spec, sources, setup);
+      EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, nullptr).tokens, plain);
     }
   }
 }
 
-TEST(Deepseek4, SpeculativeEqualsPlain) { CheckSpeculativeEqualsPlain("ds4-f32", 300, {0.0f}, {2}, {8}); }
+TEST(Deepseek4, SpeculativeEqualsPlain) { CheckSpeculativeEqualsPlain("ds4-f32", 300, {{0.0f, 2, 8}}); }
 
 TEST(Deepseek4Slow, SpeculativeEqualsPlainGreedyAndSeeded) {
-  CheckSpeculativeEqualsPlain("ds4-f32", 1500, {0.0f, 0.8f}, {1, 2}, {2, 16});
-  CheckSpeculativeEqualsPlain("ds4-q8_0", 1500, {0.0f, 0.8f}, {2}, {4});
+  CheckSpeculativeEqualsPlain("ds4-f32", 1500, {{0.0f, 2, 2}, {0.0f, 1, 16}, {0.8f, 2, 4}, {0.8f, 1, 8}});
+  CheckSpeculativeEqualsPlain("ds4-q8_0", 1500, {{0.0f, 2, 4}});
 }
 
 // The same 400 rows in one forward, and in random pieces of which random

@@ -32,8 +32,9 @@ struct RefDrafts {
 };
 
 // tests/fixtures/models2/<drafter>/<prompt>.drafts.json
-inline RefDrafts LoadRefDrafts(const std::string& drafter, const std::string& prompt) {
-  const std::string path = std::string(KAKEYA_FIXTURES) + "/models2/" + drafter + "/" + prompt + ".drafts.json";
+inline RefDrafts LoadRefDrafts(const std::string& drafter, const std::string& prompt,
+                               const std::string& folder = "models2") {
+  const std::string path = std::string(KAKEYA_FIXTURES) + "/" + folder + "/" + drafter + "/" + prompt + ".drafts.json";
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path);
   const nlohmann::json j = nlohmann::json::parse(in);

@@ -112,7 +112,14 @@ double ExpectSlotMatches(std::span<const float> logits, TokenId ours, TokenId re
 
 // ------------------------------------------------------------ parity
 
-class MtpParity : public ::testing::TestWithParam<std::string> {};
+// A NextN fixture ("folder/model") and one of its prompts.
+struct ParityCase {
+  const char* model;
+  const char* prompt;
+};
+void PrintTo(const ParityCase& c, std::ostream* out) { *out << c.model << " " << c.prompt; }
+
+class MtpParity : public ::testing::TestWithParam<ParityCase> {};
 
 // llama.cpp's loop prefills all but the last prompt token, so its step 0
 // drafts at pos n_prompt - 1, where this engine has already committed the
@@ -120,8 +127,10 @@ class MtpParity : public ::testing::TestWithParam<std::string> {};
 // position, the catch-up's last row here) is comparable. From step 1 on the
 // steps line up: commit the reference's tokens, compare the proposals.
 TEST_P(MtpParity, ProposalsMatchLlamaCpp) {
-  const fixture::RefDrafts ref = fixture::LoadRefDrafts("glm4moe-mtp-f32", GetParam());
-  const std::unique_ptr<Model> target = Model::Load(kGlm);
+  const std::string param = GetParam().model;
+  const std::string folder = param.substr(0, param.find('/')), model = param.substr(param.find('/') + 1);
+  const fixture::RefDrafts ref = fixture::LoadRefDrafts(model, GetParam().prompt, folder);
+  const std::unique_ptr<Model> target = Model::Load(fixture::ModelPath(model, folder));
   MtpDrafter drafter(*target, "", Options(ref.n_max));
   HandLoop loop(*target, drafter, ref.prompt_ids);
 
@@ -156,12 +165,21 @@ TEST_P(MtpParity, ProposalsMatchLlamaCpp) {
     EXPECT_EQ(std::vector<TokenId>(step.target_ids.begin(), step.target_ids.end() - 1),
               Tokens(step.draft.begin(), step.draft.begin() + step.accepted));
   }
-  std::cout << "[mtp parity] " << GetParam() << ": " << equal << " of " << compared
+  std::cout << "[mtp parity] " << param << " " << GetParam().prompt << ": " << equal << " of " << compared
             << " proposals equal to llama.cpp's, max |dlogit| " << worst << ", smallest router margin of the block "
             << min_margin << std::endl;
 }
 
-INSTANTIATE_TEST_SUITE_P(Prompts, MtpParity, ::testing::Values("fox", "fib", "long", "wrap"));
+// deepseek4's block reads the target's four hyper-connection streams.
+INSTANTIATE_TEST_SUITE_P(Prompts, MtpParity,
+                         ::testing::Values(ParityCase{"models2/glm4moe-mtp-f32", "fox"},
+                                           ParityCase{"models2/glm4moe-mtp-f32", "fib"},
+                                           ParityCase{"models2/glm4moe-mtp-f32", "long"},
+                                           ParityCase{"models2/glm4moe-mtp-f32", "wrap"},
+                                           ParityCase{"models3/ds4-f32", "fox"}, ParityCase{"models3/ds4-f32", "wrap"}),
+                         [](const ::testing::TestParamInfo<ParityCase>& info) {
+                           return fixture::ModelParamName(info.param.model) + "_" + info.param.prompt;
+                         });
 
 // ------------------------------------------------------------ the cache
 

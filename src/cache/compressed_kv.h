@@ -46,6 +46,8 @@ class CompressedKv {
   // The indexer's: F32 [4 * index_dim] inputs, F32 [index_dim] blocks.
   float* index_inputs(int il, int pos) const { return Row(layers_[il].index_inputs, pos); }
   float* index_block(int il, int b) const { return Row(layers_[il].index_blocks, b); }
+  // Blocks 0, 1, ... as consecutive rows: a block row for every block of the context.
+  const float* index_blocks(int il) const { return layers_[il].index_blocks.data; }
 
   size_t bytes() const { return bytes_; }
 

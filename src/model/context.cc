@@ -119,7 +119,7 @@ std::span<const float> Context::tap(int layer, int i) const {
   if (std::find(taps_.begin(), taps_.end(), layer) == taps_.end()) {
     Fail("layer ", layer, " is not tapped (Context::SetHiddenTaps)");
   }
-  return {workspace_.tap(layer, first_row_ + i), size_t(model_.hparams().n_embd)};
+  return {workspace_.tap(layer, first_row_ + i), size_t(model_.hparams().hidden_width())};
 }
 
 float Context::routing_margin(int il, int i) const {
@@ -176,15 +176,17 @@ void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
 void Context::ForwardEmbedded(std::span<const float> rows, bool all_logits) {
   const HParams& hp = model_.hparams();
   if (hp.n_embd_per_layer > 0) Fail("a model with per-layer embeddings needs token ids, not input rows");
-  if (rows.size() % hp.n_embd != 0) Fail("input rows of ", rows.size(), " floats are not a multiple of n_embd = ", hp.n_embd);
+  if (rows.size() % hp.hidden_width() != 0) {
+    Fail("input rows of ", rows.size(), " floats are not a multiple of the hidden width ", hp.hidden_width());
+  }
   const SequenceRows batch[] = {{this, {}, all_logits, rows}};
   RunForward(workspace_, batch);
 }
 
 namespace {
 
-int RowsOf(const SequenceRows& s, int n_embd) {
-  return static_cast<int>(s.input_rows.empty() ? s.tokens.size() : s.input_rows.size() / n_embd);
+int RowsOf(const SequenceRows& s, int width) {
+  return static_cast<int>(s.input_rows.empty() ? s.tokens.size() : s.input_rows.size() / width);
 }
 
 // Everything RunForward checks before it touches a cache.
@@ -198,7 +200,7 @@ void CheckBatch(const Workspace& ws, std::span<const SequenceRows> batch) {
   for (size_t k = 0; k < batch.size(); ++k) {
     const SequenceRows& s = batch[k];
     const Context& seq = *s.sequence;
-    const int n = RowsOf(s, hp.n_embd);
+    const int n = RowsOf(s, hp.hidden_width());
     if (&seq.workspace() != &ws) Fail("sequence ", k, " of the forward runs on another workspace");
     for (size_t j = 0; j < k; ++j) {
       if (batch[j].sequence == s.sequence) Fail("sequence ", k, " of the forward is also sequence ", j);
@@ -237,7 +239,7 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   CheckBatch(ws, batch);
   const Model& model = ws.model();
   const HParams& hp = model.hparams();
-  const int n_embd = hp.n_embd;
+  const int n_embd = hp.n_embd, width = hp.hidden_width();
   ForwardBuffers& b = ws.buffers();
 
   // Lay the sequences' rows out one after another.
@@ -246,7 +248,7 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   int n = 0, n_logit_rows = 0;
   bool embedded = false;
   for (const SequenceRows& s : batch) {
-    const int rows = RowsOf(s, n_embd);
+    const int rows = RowsOf(s, width);
     Context& seq = *s.sequence;
     seq.first_row_ = n;
     seq.first_logit_row_ = n_logit_rows;
@@ -268,14 +270,15 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   const std::vector<int>& taps = ws.hidden_taps();
   auto keep_taps = [&](int layer) {
     if (std::find(taps.begin(), taps.end(), layer) == taps.end()) return;
-    std::memcpy(ws.tap(layer, 0), pass.residual(), sizeof(float) * n * n_embd);
+    std::memcpy(ws.tap(layer, 0), pass.hidden(), sizeof(float) * n * width);
   };
 
   pass.Embed(b.tokens.get());
+  pass.BeginHyperStreams();
   if (embedded) {
     for (size_t k = 0; k < batch.size(); ++k) {
       if (batch[k].input_rows.empty()) continue;
-      std::memcpy(pass.residual() + size_t(batch[k].sequence->first_row_) * n_embd, batch[k].input_rows.data(),
+      std::memcpy(pass.hidden() + size_t(batch[k].sequence->first_row_) * width, batch[k].input_rows.data(),
                   batch[k].input_rows.size_bytes());
     }
   }
@@ -284,13 +287,12 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   b.experts_touched = 0;
   b.expert_bytes_read = 0;
   const Architecture& arch = model.architecture();
-  pass.BeginHyperStreams();
   for (int il = 0; il < hp.n_layer; ++il) {
     keep_taps(il);
     arch.run_layer(pass, model.layers[il], il);
   }
-  pass.EndHyperStreams();
   keep_taps(hp.n_layer);
+  pass.EndHyperStreams();
   for (const SequenceSlice& s : slices) s.cache->Append(s.n_rows);
   b.routing_overrides.clear();
 
@@ -298,7 +300,7 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   float* const normed = pass.normed();
   for (const SequenceRows& s : batch) {
     const Context& seq = *s.sequence;
-    const int rows = RowsOf(s, n_embd);
+    const int rows = RowsOf(s, width);
     for (int j = 0; j < seq.n_logit_rows_; ++j) {
       const int row = seq.first_row_ + rows - seq.n_logit_rows_ + j;
       RmsNorm(pass.residual() + size_t(row) * n_embd, model.output_norm, n_embd, hp.norm_eps,

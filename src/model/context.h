@@ -38,7 +38,7 @@ struct ContextOptions {
 class Context;
 
 // One sequence's rows in a forward over several (RunForward): token ids, or
-// the first layer's input rows, F32 [n, n_embd] (ForwardEmbedded).
+// the first layer's input rows, F32 [n, hidden_width] (ForwardEmbedded).
 struct SequenceRows {
   Context* sequence;
   std::span<const TokenId> tokens;
@@ -71,7 +71,7 @@ class Context {
   // and whatever the thread count. Throws Error on an out-of-range token id or
   // when the cache would overflow n_ctx.
   void Forward(std::span<const TokenId> tokens, bool all_logits);
-  // The same for rows given as the first layer's input, F32 [n, n_embd]
+  // The same for rows given as the first layer's input, F32 [n, hidden_width]
   // (instead of token embeddings): MTP heads feed their own projections.
   void ForwardEmbedded(std::span<const float> rows, bool all_logits);
 
@@ -85,7 +85,7 @@ class Context {
   // Allocates; call at set-up, not per step. Duplicates are kept once, so
   // several drafters can ask for the same layer.
   void SetHiddenTaps(std::vector<int> layers);
-  // F32 [n_embd]: tap `layer` (one of SetHiddenTaps'), row i of this
+  // F32 [hidden_width] (n_embd, or deepseek4's four streams): tap `layer` (one of SetHiddenTaps'), row i of this
   // sequence's rows in the last forward (every row, whether it got logits or not).
   std::span<const float> tap(int layer, int i) const;
   const std::vector<int>& hidden_taps() const { return taps_; }

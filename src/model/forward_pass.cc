@@ -114,6 +114,7 @@ ForwardPass::ForwardPass(const Model& model, ForwardBuffers& buffers, std::span<
 
 float* ForwardPass::residual() const { return b_.x.get(); }
 float* ForwardPass::normed() const { return b_.xn.get(); }
+float* ForwardPass::hidden() const { return model_.hparams().n_hyper > 0 ? b_.streams.get() : b_.x.get(); }
 float* ForwardPass::normed2() const { return b_.xn2.get(); }
 float* ForwardPass::branch() const { return b_.proj.get(); }
 float* ForwardPass::branch2() const { return b_.proj2.get(); }

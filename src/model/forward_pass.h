@@ -102,6 +102,7 @@ struct ForwardBuffers {
   Buffer<float> index_q;          // F32 [max_rows, index_heads * index dim]
   Buffer<float> index_weights;    // F32 [max_rows, index_heads]
   Buffer<int> selected_blocks;    // [max_rows, widest index top-k]
+  Buffer<float> index_dots;       // F32 [index_heads, n_ctx / 4 + 2] one row's indexer heads . every block
   size_t hybrid_floats = 0;       // per thread: one query's scores (raw window and blocks)
   Buffer<float> hybrid_scores;    // F32 [n_threads, hybrid_floats]
   Buffer<int> hybrid_order;       // [n_threads, hybrid_floats] block numbers, for the top-k
@@ -119,6 +120,9 @@ class ForwardPass {
   // Row buffers, F32 [n_rows, n_embd] each: the residual stream, two normed
   // inputs and two sub-layer outputs.
   float* residual() const;
+  // F32 [n_rows, hidden_width]: the hidden state between layers (the
+  // residual, or deepseek4's streams), which taps copy and input rows replace.
+  float* hidden() const;
   float* normed() const;
   float* normed2() const;
   float* branch() const;

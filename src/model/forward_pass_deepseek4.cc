@@ -43,6 +43,7 @@ void ForwardBuffers::AllocateHybrid(const Model& model, int n_ctx, int n_threads
   index_q = Buffer<float>(B * index_heads * index_dim);
   index_weights = Buffer<float>(B * index_heads);
   selected_blocks = Buffer<int>(B * std::max(top_k, 1));
+  index_dots = Buffer<float>(size_t(index_heads) * (size_t(n_ctx) / 4 + 2));
   // A query's keys: its raw window and at most every block of ratio 4.
   hybrid_floats = size_t(window) + size_t(n_ctx) / 4 + 2;
   hybrid_scores = Buffer<float>(size_t(n_threads) * hybrid_floats);
@@ -272,39 +273,45 @@ void ForwardPass::CompressBlocks(const Compressor& c, int il, const float* in, b
 }
 
 // Ratio-4 layers: each row's top-k blocks by the lightning indexer's score,
-// into selected_blocks (docs/formats/deepseek4.md 5).
+// into selected_blocks (docs/formats/deepseek4.md 4). A row whose visible
+// blocks fit the top-k reads them all, unscored; otherwise its indexer
+// heads' dot products with every visible block are one F32 MatMul (the
+// blocks are its weight matrix), on all threads.
 void ForwardPass::SelectBlocks(const Layer& L, int il, const float* in, const float* q_low_rank) {
   const HybridAttention& h = L.hybrid;
   const int IH = h.index_heads, ID = h.index_blocks.dim, K = h.index_top_k;
   MatMul(h.index_q_b, q_low_rank, n_rows_, b_.index_q.get(), b_.matmul.get(), pool_);
   MatMul(h.index_weights, in, n_rows_, b_.index_weights.get(), b_.matmul.get(), pool_);
   const float weight_scale = 1.0f / std::sqrt(static_cast<float>(ID * IH));
+  float* const dots = b_.index_dots.get();     // [IH, n_visible]
+  float* const score = b_.hybrid_scores.get();  // thread 0's: this runs on one thread between MatMuls
+  int* const order = b_.hybrid_order.get();
   for (const SequenceSlice& s : slices_) {
     const CompressedKv& cache = *s.cache->compressed();
-    pool_.Run(s.n_rows, [&](int64_t task, int thread) {
-      const int i = s.first_row + static_cast<int>(task);
-      const int pos = s.first_pos + static_cast<int>(task);
+    for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
+      const int pos = s.first_pos + (i - s.first_row);
+      const int n_visible = (pos + 1) / 4;
+      int* selected = b_.selected_blocks.get() + size_t(i) * K;
+      std::fill(selected, selected + K, -1);
+      if (n_visible <= K) {
+        for (int b = 0; b < n_visible; ++b) selected[b] = b;
+        continue;
+      }
       float* q = b_.index_q.get() + size_t(i) * IH * ID;
       RopeTail(h.rope, pos, false, q, IH, ID);
+      const WeightMatrix blocks{DType::kF32, ID, n_visible, cache.index_blocks(il), int64_t{ID} * int64_t{sizeof(float)}};
+      MatMul(blocks, q, IH, dots, b_.matmul.get(), pool_);
       const float* weights = b_.index_weights.get() + size_t(i) * IH;
-      const int n_visible = (pos + 1) / 4;
-      float* score = b_.hybrid_scores.get() + size_t(thread) * b_.hybrid_floats;
-      int* order = b_.hybrid_order.get() + size_t(thread) * b_.hybrid_floats;
       for (int b = 0; b < n_visible; ++b) {
-        const float* key = cache.index_block(il, b);
         float sum = 0.0f;
-        for (int hd = 0; hd < IH; ++hd) sum += std::max(0.0f, Dot(q + hd * ID, key, ID)) * (weights[hd] * weight_scale);
+        for (int hd = 0; hd < IH; ++hd) sum += std::max(0.0f, dots[size_t(hd) * n_visible + b]) * (weights[hd] * weight_scale);
         score[b] = sum;
         order[b] = b;
       }
-      const int k = std::min(K, n_visible);
-      std::partial_sort(order, order + k, order + n_visible,
+      std::partial_sort(order, order + K, order + n_visible,
                         [&](int x, int y) { return score[x] > score[y] || (score[x] == score[y] && x < y); });
-      int* selected = b_.selected_blocks.get() + size_t(i) * K;
-      std::copy_n(order, k, selected);
-
-      std::fill(selected + k, selected + K, -1);
-    });
+      std::copy_n(order, K, selected);
+    }
   }
 }
 

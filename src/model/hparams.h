@@ -19,6 +19,10 @@ struct HParams {
   int n_hyper = 0;             // > 0: deepseek4's residual of this many streams (hyper-connections)
   float hyper_eps = 0.0f;      // their mixers' epsilon
   int hyper_sinkhorn_iterations = 0;
+
+  // Values per row of the hidden state between layers: the residual, or
+  // deepseek4's streams. Hidden-state taps and input rows are this wide.
+  int hidden_width() const { return n_hyper > 0 ? n_hyper * n_embd : n_embd; }
 };
 
 }  // namespace kakeya

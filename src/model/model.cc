@@ -153,6 +153,7 @@ std::unique_ptr<Model> Model::NextnView(const Model& owner, const Model& target)
   m->token_embd = block.embed_tokens.data != nullptr ? block.embed_tokens : target.token_embd;
   m->output_norm = block.shared_head_norm != nullptr ? block.shared_head_norm : target.output_norm;
   m->output = block.head.data != nullptr ? block.head : target.output;
+  m->hc_head = owner.hc_head;  // deepseek4: the sidecar's own, or the target file's
   m->layers = {block.layer};
   return m;
 }

@@ -49,14 +49,14 @@ void Workspace::AddHiddenTaps(const std::vector<int>& layers) {
   taps.erase(std::unique(taps.begin(), taps.end()), taps.end());
   if (taps == taps_) return;
   taps_ = std::move(taps);
-  tap_rows_ = Buffer<float>(taps_.size() * options_.max_rows * hp.n_embd);
+  tap_rows_ = Buffer<float>(taps_.size() * options_.max_rows * hp.hidden_width());
 }
 
 float* Workspace::tap(int layer, int row) const {
   const auto it = std::find(taps_.begin(), taps_.end(), layer);
   if (it == taps_.end()) return nullptr;
-  const size_t n_embd = model_.hparams().n_embd;
-  return tap_rows_.get() + (size_t(it - taps_.begin()) * options_.max_rows + row) * n_embd;
+  const size_t width = model_.hparams().hidden_width();
+  return tap_rows_.get() + (size_t(it - taps_.begin()) * options_.max_rows + row) * width;
 }
 
 const float* Workspace::logits(int r) const {

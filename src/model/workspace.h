@@ -40,7 +40,7 @@ class Workspace {
   // sequences' drafters ask for (Context::SetHiddenTaps). Allocates; set-up only.
   void AddHiddenTaps(const std::vector<int>& layers);
   const std::vector<int>& hidden_taps() const { return taps_; }
-  // F32 [n_embd]: tap `layer`, row `row` of the last forward; null if not tapped.
+  // F32 [hidden_width]: tap `layer`, row `row` of the last forward; null if not tapped.
   float* tap(int layer, int row) const;
 
   // Logits row r of the last forward (rows that asked for logits, in order).

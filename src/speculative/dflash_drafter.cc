@@ -122,6 +122,11 @@ void PackMatrices(const std::vector<WeightMatrix*>& matrices, Buffer<uint8_t>& b
 DFlashDrafter::DFlashDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool)
     : target_(target), pool_(pool) {
   if (n_ctx < 1 || n_ctx > (1 << 24)) Fail("DFlash drafter: context size ", n_ctx, " is out of range");
+  // Its rows are one stream of n_embd; a deepseek4 target's hidden state is four.
+  if (target.hparams().n_hyper > 0) {
+    Fail(path, ": DFlash drafting for a ", target.hparams().arch, " target (hyper-connection streams: DSpark files) "
+         "is not supported yet");
+  }
   Load(path);
   AllocateBuffers(n_ctx);
 }

@@ -24,9 +24,7 @@ bool IsMtpSidecar(const GgufFile& f) {
 }
 
 bool Always(const Model&) { return true; }
-// deepseek4's NextN block reads the target's four hyper-connection streams,
-// which this drafter does not feed yet (MtpDrafter refuses it by name).
-bool HasNextn(const Model& target) { return !target.nextn.empty() && target.hparams().n_hyper == 0; }
+bool HasNextn(const Model& target) { return !target.nextn.empty(); }
 bool IsDraftModel(const GgufFile& f) { return FindArchitecture(ArchitectureOf(f)) != nullptr && !IsMtpSidecar(f); }
 bool IsDFlash(const GgufFile& f) { return ArchitectureOf(f) == "dflash"; }
 bool IsAssistant(const GgufFile& f) { return ArchitectureOf(f) == "gemma4-assistant"; }

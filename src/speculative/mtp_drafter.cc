@@ -14,10 +14,6 @@ namespace {
 // The sidecar at `path`, checked against the target; null when the block is
 // the target's own.
 std::unique_ptr<Model> LoadSidecarFor(const Model& target, const std::string& path) {
-  if (target.hparams().n_hyper > 0) {
-    Fail(target.path(), ": MTP drafting for ", target.hparams().arch,
-         " (a NextN block over four hyper-connection streams) is not implemented yet; use --spec ngram or draft");
-  }
   if (path.empty()) {
     if (target.nextn.empty()) {
       Fail(target.path(), ": this model has no NextN layers; pass an MTP sidecar with --draft");
@@ -55,7 +51,9 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
       view_(Model::NextnView(sidecar_ ? *sidecar_ : target, target)),
       block_((sidecar_ ? *sidecar_ : target).nextn[0]),
       options_(options),
-      n_embd_(target.hparams().n_embd) {
+      n_embd_(target.hparams().n_embd),
+      n_streams_(std::max(1, target.hparams().n_hyper)),
+      h_width_(target.hparams().hidden_width()) {
   if (options_.n_max < 1) Fail("MTP drafts per step ", options_.n_max, " must be >= 1");
   // Drafts are pending rows until trimmed, so a batch must hold them.
   const int max_batch = std::max({options_.max_batch, options_.n_max, 1});
@@ -68,12 +66,12 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
   // One Observe()'s rows, the h before them, and a bonus row whose token
   // comes later (Observe before the first Accept).
   h_capacity_ = max_batch + 2;
-  h_ = Buffer<float>(size_t(h_capacity_) * n_embd_);
+  h_ = Buffer<float>(size_t(h_capacity_) * h_width_);
   tokens_.reserve(size_t(options_.n_ctx) + options_.n_max + 1);
-  pairs_ = Buffer<float>(size_t(max_batch) * 2 * n_embd_);
-  inputs_ = Buffer<float>(size_t(max_batch) * n_embd_);
-  chained_h_ = Buffer<float>(n_embd_);
-  matmul_ = Buffer<uint8_t>(MatMulScratchBytes(block_.eh_proj.type, block_.eh_proj.n_in, max_batch));
+  pairs_ = Buffer<float>(size_t(max_batch) * n_streams_ * 2 * n_embd_);
+  inputs_ = Buffer<float>(size_t(max_batch) * h_width_);
+  chained_h_ = Buffer<float>(h_width_);
+  matmul_ = Buffer<uint8_t>(MatMulScratchBytes(block_.eh_proj.type, block_.eh_proj.n_in, max_batch * n_streams_));
 }
 
 MtpDrafter::~MtpDrafter() = default;
@@ -85,7 +83,7 @@ void MtpDrafter::Begin(std::span<const TokenId> prompt) {
   // Position 0 pairs with h_{-1} = 0, as llama.cpp.
   h_first_ = -1;
   n_h_ = 1;
-  std::fill_n(h_.get(), n_embd_, 0.0f);
+  std::fill_n(h_.get(), h_width_, 0.0f);
 }
 
 void MtpDrafter::Observe(const Context& target, int n_rows) {
@@ -99,7 +97,12 @@ void MtpDrafter::Observe(const Context& target, int n_rows) {
   }
   const HParams& hp = target_.hparams();
   for (int i = 0; i < n_rows; ++i) {
-    RmsNorm(target.tap(hp.n_layer, i).data(), target_.output_norm, n_embd_, hp.norm_eps, h_row(first + i));
+    const float* tap = target.tap(hp.n_layer, i).data();
+    if (n_streams_ > 1) {
+      std::memcpy(h_row(first + i), tap, sizeof(float) * h_width_);  // deepseek4: the streams, unnormed
+    } else {
+      RmsNorm(tap, target_.output_norm, n_embd_, hp.norm_eps, h_row(first + i));
+    }
   }
   n_h_ += n_rows;
   CatchUp();
@@ -158,7 +161,7 @@ void MtpDrafter::ForgetUsedH() {
   // The next position to decode needs the h before it; older rows are done.
   const int used = ctx_->n_committed() - 1 - h_first_;
   if (used <= 0) return;
-  std::memmove(h_.get(), h_row(h_first_ + used), sizeof(float) * size_t(n_h_ - used) * n_embd_);
+  std::memmove(h_.get(), h_row(h_first_ + used), sizeof(float) * size_t(n_h_ - used) * h_width_);
   h_first_ += used;
   n_h_ -= used;
 }
@@ -170,22 +173,31 @@ void MtpDrafter::Decode(const float* h, const TokenId* tokens, int n) {
     if (tokens[r] < 0 || tokens[r] >= hp.n_vocab) {
       Fail("token id ", tokens[r], " is out of range for a vocabulary of ", hp.n_vocab);
     }
-    float* e = pairs_.get() + size_t(r) * 2 * n_embd_;
+    float* e = pairs_.get() + size_t(r) * n_streams_ * 2 * n_embd_;
     DequantizeRow(embd.type, static_cast<const uint8_t*>(embd.data) + tokens[r] * embd.row_bytes, e, n_embd_);
     if (hp.embd_scale > 0) Scale(e, n_embd_, hp.embd_scale);
     RmsNorm(e, block_.enorm, n_embd_, hp.norm_eps, e);
-    RmsNorm(h + size_t(r) * n_embd_, block_.hnorm, n_embd_, hp.norm_eps, e + n_embd_);
+    // deepseek4: one pair per stream, the embedding's repeated.
+    for (int s = 0; s < n_streams_; ++s) {
+      float* pair = e + size_t(s) * 2 * n_embd_;
+      if (s > 0) std::memcpy(pair, e, sizeof(float) * n_embd_);
+      RmsNorm(h + size_t(r) * h_width_ + size_t(s) * n_embd_, block_.hnorm, n_embd_, hp.norm_eps, pair + n_embd_);
+    }
   }
-  MatMul(block_.eh_proj, pairs_.get(), n, inputs_.get(), matmul_.get(), ctx_->pool());
-  ctx_->ForwardEmbedded({inputs_.get(), size_t(n) * n_embd_}, /*all_logits=*/false);
+  MatMul(block_.eh_proj, pairs_.get(), n * n_streams_, inputs_.get(), matmul_.get(), ctx_->pool());
+  ctx_->ForwardEmbedded({inputs_.get(), size_t(n) * h_width_}, /*all_logits=*/false);
 }
 
 void MtpDrafter::NormedOutput(float* out) const {
   const HParams& hp = view_->hparams();
+  if (n_streams_ > 1) {  // deepseek4 chains the block's streams, before its head mixer
+    std::memcpy(out, ctx_->tap(1, 0).data(), sizeof(float) * h_width_);
+    return;
+  }
   RmsNorm(ctx_->tap(1, 0).data(), view_->output_norm, n_embd_, hp.norm_eps, out);
 }
 
-float* MtpDrafter::h_row(int pos) const { return h_.get() + size_t(pos - h_first_) * n_embd_; }
+float* MtpDrafter::h_row(int pos) const { return h_.get() + size_t(pos - h_first_) * h_width_; }
 
 std::unique_ptr<Drafter> MakeMtpDrafter(const DrafterSetup& setup) {
   MtpOptions o;

@@ -17,6 +17,12 @@
 // head are the block's, so the context's logits are the MTP logits and h' is
 // its final tap, normed.
 //
+// deepseek4 (docs/formats/deepseek4.md 7): h is the target's four
+// hyper-connection streams before the head's mixer, unnormed; each stream
+// pairs with the embedding (u has four streams, each eh_proj . [rms(e,
+// enorm); rms(h_s, hnorm)]), and h' is the block's output streams, which the
+// view's head mixer, head norm and head turn into logits.
+//
 // Cache protocol. The MTP cache holds position p for every committed p,
 // decoded from the committed pair (h_{p-1}, x_p) (h_{-1} = 0). Observe()
 // keeps the target's h of the rows it committed and decodes every pair whose
@@ -92,6 +98,8 @@ class MtpDrafter final : public Drafter {
   const NextnLayer& block_;
   MtpOptions options_;
   int n_embd_ = 0;
+  int n_streams_ = 1;  // deepseek4: 4, and h is the target's streams (h_width_ values)
+  int h_width_ = 0;
   std::unique_ptr<Context> ctx_;
   // The target's h (after output_norm) of positions h_first_ .. h_end() - 1:
   // the last decoded pair's successor's h, then rows not decoded yet.
@@ -103,9 +111,9 @@ class MtpDrafter final : public Drafter {
   // until the next Observe(), the last Draft()'s proposals.
   std::vector<TokenId> tokens_;
   size_t n_committed_tokens_ = 0;
-  Buffer<float> pairs_;   // F32 [max_batch, 2 * n_embd]: [rms(embed(x), enorm); rms(h, hnorm)]
-  Buffer<float> inputs_;  // F32 [max_batch, n_embd]: eh_proj . pair
-  Buffer<float> chained_h_;  // F32 [n_embd]: h' of the last draft row
+  Buffer<float> pairs_;   // F32 [max_batch, n_streams, 2 * n_embd]: [rms(embed(x), enorm); rms(h, hnorm)]
+  Buffer<float> inputs_;  // F32 [max_batch, h_width]: eh_proj . pair
+  Buffer<float> chained_h_;  // F32 [h_width]: h' of the last draft row
   Buffer<uint8_t> matmul_;   // MatMul scratch for eh_proj
 };
 

@@ -30,8 +30,8 @@ struct Entry {
 
 // Names and flags as in llama_vocab::impl::load, regexes as in the
 // llm_tokenizer_bpe constructor. Only types whose regexes we reproduce are
-// listed; the others (deepseek-llm, deepseek-v3, bloom, chatglm, tekken,
-// gpt-4o, ...) are rejected rather than tokenized subtly wrong.
+// listed; the others (deepseek-llm, bloom, chatglm, tekken, gpt-4o, ...) are
+// rejected rather than tokenized subtly wrong.
 const Entry kEntries[] = {
     {.names = {"default"},
      .regexes = {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", kThreeDigits}},
@@ -52,6 +52,13 @@ const Entry kEntries[] = {
     {.names = {"stablelm2", "megrez"}, .regexes = {kQwen2}},
     {.names = {"deepseek-coder"},
      .regexes = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
+     .clean_spaces = false},
+    // llama.cpp's DEEPSEEK3_LLM case, which it shares with the other three.
+    {.names = {"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"},
+     .regexes = {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
+                 "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|"
+                 "[^\\r\\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|"
+                 "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
      .clean_spaces = false},
     {.names = {"starcoder", "refact", "codeshell", "exaone", "minerva-7b"},
      .regexes = {"\\p{N}", kGpt2}},
