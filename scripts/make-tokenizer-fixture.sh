@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes tests/fixtures/tokenizer/ggml-vocab-deepseek-v3.gguf{,.inp,.out}, the
+# Writes tests/fixtures/tokenizer/ggml-vocab-deepseek-v3.gguf{.inp,.out}, the
 # fixture of the deepseek-v3 pre-tokenizer (see that directory's README.md):
 # llama.cpp's models/ has no vocabulary for it, so this is
 # ggml-vocab-llama-bpe.gguf with only tokenizer.ggml.pre changed (written by
@@ -12,9 +12,9 @@
 # ids for all 46 texts whether the pre-tokenizer is deepseek-v3, deepseek-coder,
 # qwen2 or llama-bpe (its merges never cross the places where those split
 # differently), so the fixture would not tell them apart. llama-bpe's 128k
-# vocabulary, which like DeepSeek-V3's has merges of 3-digit groups,
-# punctuation+letters and letters+combining marks, tells deepseek-v3 apart
-# from every other supported pre-tokenizer.
+# vocabulary, which like DeepSeek-V3's has merges of 3-digit groups and of
+# punctuation with letters, tells deepseek-v3 apart from every other
+# byte-level pre-tokenizer we support.
 #
 # Needs our build (build/, the kakeya_gguf library) and the reference built by
 # scripts/compare-reference.sh.
@@ -23,7 +23,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=$repo/tests/fixtures/tokenizer
 build=$repo/build
 from=$dir/ggml-vocab-llama-bpe.gguf
-to=$dir/ggml-vocab-deepseek-v3.gguf
+to=$dir/ggml-vocab-deepseek-v3.gguf  # .inp and .out only: the test writes the .gguf itself
 [ -f "$build/libkakeya_gguf.a" ] || { echo "make-tokenizer-fixture.sh: build kakeya first (scripts/build.sh)" >&2; exit 1; }
 
 scratch=$(mktemp -d)
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
 CC
 g++ -O2 -std=c++20 -o "$scratch/set_pre" "$scratch/set_pre.cc" -I"$repo/src" -I"$repo/tests" \
     "$build/libkakeya_gguf.a" "$build/libkakeya_tensor.a" "$build/libkakeya_base.a" -pthread
-"$scratch/set_pre" "$from" "$to" deepseek-v3
+"$scratch/set_pre" "$from" "$scratch/vocab.gguf" deepseek-v3
 
 # The extra texts aim at what sets deepseek-v3 apart: 3-digit groups, Han and
 # kana split from other letters, combining marks kept with their letters (NFD
@@ -85,5 +85,5 @@ with open(sys.argv[2], "w", encoding="utf-8", newline="") as out:
     out.write(shared + "".join(text + "\n__ggml_vocab_test__\n" for text in extra))
 PY
 
-"$repo/scripts/dump-reference-tokens.sh" "$to" "$to.inp" "$to.out"
-echo "wrote $to{,.inp,.out}"
+"$repo/scripts/dump-reference-tokens.sh" "$scratch/vocab.gguf" "$to.inp" "$to.out"
+echo "wrote $to{.inp,.out}"

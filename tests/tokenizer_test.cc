@@ -8,8 +8,9 @@
 // (`llama-tokenize --no-bos --no-parse-special`, the path test-tokenizer-0
 // uses), so it is independent reference data for our SPM byte fallback, not
 // something derived from this code. So is the eleventh's, ggml-vocab-deepseek-v3
-// (llama-bpe's vocabulary with the deepseek-v3 pre-tokenizer, made by
-// scripts/make-tokenizer-fixture.sh), whose .inp adds 14 texts of its own.
+// (llama-bpe's vocabulary with the deepseek-v3 pre-tokenizer: the .inp and
+// .out made by scripts/make-tokenizer-fixture.sh with the reference engine,
+// the vocabulary written by the test), whose .inp adds 14 texts of its own.
 #include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,8 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "gguf_copy.h"
+#include "test_files.h"
 #include "tokenizer/pre_tokenizer.h"
 
 namespace kakeya {
@@ -87,7 +90,25 @@ const Tokenizer& TokenizerFor(const fs::path& path) {
   return *loaded.tokenizer;
 }
 
+// deepseek-v3's vocabulary is llama-bpe's with tokenizer.ggml.pre changed
+// (scripts/make-tokenizer-fixture.sh): written here rather than kept twice.
+fs::path DeepseekV3Vocabulary() {
+  static TempDir dir("tokenizer_test");
+  const std::string path = dir.File("ggml-vocab-deepseek-v3.gguf");
+  if (!fs::exists(path)) {
+    WriteEditedCopy((kFixtures / "tokenizer" / "ggml-vocab-llama-bpe.gguf").string(), path,
+                    [](GgufWriter& w, const GgufKv& kv) {
+                      if (kv.key != "tokenizer.ggml.pre") return false;
+                      w.SetString(kv.key, "deepseek-v3");
+                      return true;
+                    },
+                    nullptr);
+  }
+  return path;
+}
+
 const Tokenizer& Vocab(const std::string& name) {
+  if (name == "deepseek-v3") return TokenizerFor(DeepseekV3Vocabulary());
   return TokenizerFor(kFixtures / "tokenizer" / ("ggml-vocab-" + name + ".gguf"));
 }
 

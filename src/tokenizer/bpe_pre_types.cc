@@ -53,7 +53,8 @@ const Entry kEntries[] = {
     {.names = {"deepseek-coder"},
      .regexes = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
      .clean_spaces = false},
-    // llama.cpp's DEEPSEEK3_LLM case, which it shares with the other three.
+    // llama.cpp's DEEPSEEK3_LLM (DeepSeek-V3 and V4); its HUNYUAN_DENSE, JOYAI_LLM and
+    // HY_V4 share the regexes and the flag.
     {.names = {"deepseek-v3", "hunyuan-dense", "hy_v4", "joyai-llm"},
      .regexes = {"\\p{N}{1,3}", "[一-龥぀-ゟ゠-ヿ]+",
                  "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|"
