@@ -16,7 +16,13 @@
 #   g4moe-TYPE
 #       Gemma-4-26B-A4B's shape at 6 layers: n_embd 2816, dense MLP 2112 plus 128
 #       experts top-8 of FFN 704, vocab 262144, tied (5.64B weights, 1.36B read per
-#       token, 6 GB in Q8_0; bench-g4moe-TYPE.gguf).
+#       token, 6 GB in Q8_0; bench-g4moe-TYPE.gguf);
+#   ds4-TYPE
+#       DeepSeek-V4-Flash's layer at reduced size (issue #41, make-bench-model
+#       --arch deepseek4): n_embd 1024, 12 layers (compression ratios 0 0 then
+#       4 128 alternating), 16 heads of 512 with one key/value head, 64
+#       experts top-6 of FFN 512, 3 hash-routed layers, vocab 129280 (1.62B
+#       weights, ~0.43 GB read per token in Q8_0; bench-ds4-TYPE.gguf).
 # The default is the three that issue #8 is judged on; --moe adds the three that
 # issue #20 is judged on, moe-q8_0 moe-q4_k_m g4moe-q8_0 (--types "" --moe: only those).
 #
@@ -114,6 +120,7 @@ type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
   local base
   case "$1" in
     moe-*|g4moe-*) base=${1#*moe-} ;;
+    ds4-*) base=${1#ds4-} ;;
     *) base=$1 ;;
   esac
   case "$base" in
@@ -123,7 +130,7 @@ type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
 }
 model_file() {
   case "$1" in
-    moe-*|g4moe-*) echo "$scratch/models/bench-$1.gguf" ;;
+    moe-*|g4moe-*|ds4-*) echo "$scratch/models/bench-$1.gguf" ;;
     *) echo "$scratch/models/bench-1b-$1.gguf" ;;
   esac
 }
@@ -132,6 +139,7 @@ model_flags() {
     moe-*) echo "--arch qwen3moe --embd 1024 --layers 12 --heads 16 --kv-heads 4 --vocab 32000" \
                 "--experts 64 --experts-used 8 --ff-exp 512 --type $(type_of "$1")" ;;
     g4moe-*) echo "--arch gemma4 --type $(type_of "$1")" ;;
+    ds4-*) echo "--arch deepseek4 --type $(type_of "$1")" ;;
     *) echo "--type $(type_of "$1") --shape 1b" ;;
   esac
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <random>
 
 #include "base/error.h"
 
@@ -61,6 +62,13 @@ CompressedKv::CompressedKv(const std::vector<CompressedLayerShape>& layers, int 
       next += size_t(e.slots[i]) * e.width[i];
     }
   }
+}
+
+void CompressedKv::FillRandom(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  float* const data = storage_.get();
+  for (size_t i = 0; i < bytes_ / sizeof(float); ++i) data[i] = normal(rng);
 }
 
 }  // namespace kakeya

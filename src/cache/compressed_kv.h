@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,9 @@ class CompressedKv {
   const float* index_blocks(int il) const { return layers_[il].index_blocks.data; }
 
   size_t bytes() const { return bytes_; }
+  // Benchmarks only (Context::FillCacheForBenchmark): every row of every
+  // part random (unit Gaussian), as if a long prefill had written them.
+  void FillRandom(uint64_t seed);
 
  private:
   struct Rows {

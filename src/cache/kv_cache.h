@@ -144,6 +144,7 @@ class KvCache {
   LayerCache& layer(int il) { return layers_[il]; }
   // Null unless the model's attention is deepseek4's.
   const CompressedKv* compressed() const { return compressed_.get(); }
+  CompressedKv* compressed() { return compressed_.get(); }
   const LayerCache& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
 

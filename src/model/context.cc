@@ -162,6 +162,7 @@ void Context::FillCacheForBenchmark(int n, uint64_t seed) {
     cache_->Commit();
     done += rows;
   }
+  if (cache_->compressed() != nullptr) cache_->compressed()->FillRandom(seed);
 }
 
 std::span<const float> Context::logits(int i) const {

@@ -23,6 +23,7 @@ Buffer<T>::Buffer(size_t n) {
 template class Buffer<float>;
 template class Buffer<int>;
 template class Buffer<uint8_t>;
+template class Buffer<const float*>;
 
 namespace {
 

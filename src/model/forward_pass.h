@@ -106,6 +106,7 @@ struct ForwardBuffers {
   size_t hybrid_floats = 0;       // per thread: one query's scores (raw window and blocks)
   Buffer<float> hybrid_scores;    // F32 [n_threads, hybrid_floats]
   Buffer<int> hybrid_order;       // [n_threads, hybrid_floats] block numbers, for the top-k
+  Buffer<const float*> hybrid_rows;  // [n_threads, hybrid_floats] one query's keys
 };
 
 class ForwardPass {

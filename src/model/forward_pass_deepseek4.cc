@@ -48,6 +48,7 @@ void ForwardBuffers::AllocateHybrid(const Model& model, int n_ctx, int n_threads
   hybrid_floats = size_t(window) + size_t(n_ctx) / 4 + 2;
   hybrid_scores = Buffer<float>(size_t(n_threads) * hybrid_floats);
   hybrid_order = Buffer<int>(size_t(n_threads) * hybrid_floats);
+  hybrid_rows = Buffer<const float*>(size_t(n_threads) * hybrid_floats);
 }
 
 namespace {
@@ -95,20 +96,6 @@ void SoftMax(float* x, int n, float sink) {
   if (sink != -INFINITY) sum += PortableExp(sink - max);
   const float inv = static_cast<float>(1.0 / sum);
   for (int i = 0; i < n; ++i) x[i] *= inv;
-}
-
-// Eight running sums (which the compiler keeps in vector registers), then
-// their total: a fixed order whatever the caller.
-float Dot(const float* a, const float* b, int n) {
-  float sums[8] = {};
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int j = 0; j < 8; ++j) sums[j] += a[i + j] * b[i + j];
-  }
-  for (; i < n; ++i) sums[i % 8] += a[i] * b[i];
-  float sum = 0.0f;
-  for (float s : sums) sum += s;
-  return sum;
 }
 
 }  // namespace
@@ -362,16 +349,14 @@ void ForwardPass::Hybrid(const Layer& L, int il, const float* in, float* out) {
       const int* selected = b_.selected_blocks.get() + size_t(i) * std::max(h.index_top_k, 1);
       const int n_visible = ratio > 0 ? (pos + 1) / ratio : 0;
       const int n_blocks = ratio == 4 ? std::min(n_visible, h.index_top_k) : n_visible;
-      auto block = [&](int j) { return cache.block(il, ratio == 4 ? selected[j] : j); };
-      for (int j = 0; j < n_raw; ++j) score[j] = Dot(q, cache.raw_key(il, first_raw + j), D) * scale;
-      for (int j = 0; j < n_blocks; ++j) score[n_raw + j] = Dot(q, block(j), D) * scale;
-      SoftMax(score, n_raw + n_blocks, h.sinks[hd]);
-      float* o = o_rows + size_t(i) * H * D + size_t(hd) * D;
-      std::fill_n(o, D, 0.0f);
-      for (int j = 0; j < n_raw + n_blocks; ++j) {
-        const float* v = j < n_raw ? cache.raw_key(il, first_raw + j) : block(j - n_raw);
-        for (int d = 0; d < D; ++d) o[d] += score[j] * v[d];
-      }
+      const float** keys = b_.hybrid_rows.get() + size_t(thread) * b_.hybrid_floats;
+      for (int j = 0; j < n_raw; ++j) keys[j] = cache.raw_key(il, first_raw + j);
+      for (int j = 0; j < n_blocks; ++j) keys[n_raw + j] = cache.block(il, ratio == 4 ? selected[j] : j);
+      const int n = n_raw + n_blocks;
+      DotEach(q, keys, n, D, score);
+      for (int j = 0; j < n; ++j) score[j] *= scale;
+      SoftMax(score, n, h.sinks[hd]);
+      WeightedSum(score, keys, n, D, o_rows + size_t(i) * H * D + size_t(hd) * D);
     });
   }
 

@@ -174,6 +174,40 @@ static inline __attribute__((always_inline)) void SiluMulBody(const float* gate,
   std::memcpy(out + i, &y, (n - i) * sizeof(float));
 }
 
+// 16 running sums added in SumLanes' tree, the tail after it in order: the
+// same bits on every ISA.
+static inline __attribute__((always_inline)) void DotEachBody(const float* q, const float* const* rows, int n,
+                                                              int dim, float* out) {
+  for (int j = 0; j < n; ++j) {
+    const float* r = rows[j];
+    Float16x acc = {};
+    int i = 0;
+    for (; i + kLanes <= dim; i += kLanes) acc += Load16(q + i) * Load16(r + i);
+    float sum = SumLanes(acc);
+    for (; i < dim; ++i) sum += q[i] * r[i];
+    out[j] = sum;
+  }
+}
+
+// Each element summed over the rows in order, a chunk of 16 at a time.
+static inline __attribute__((always_inline)) void WeightedSumBody(const float* w, const float* const* rows, int n,
+                                                                  int dim, float* out) {
+  int i = 0;
+  for (; i + kLanes <= dim; i += kLanes) {
+    Float16x acc = {};
+    for (int j = 0; j < n; ++j) acc += Splat<Float16x>(w[j]) * Load16(rows[j] + i);
+    std::memcpy(out + i, &acc, sizeof acc);
+  }
+  for (; i < dim; ++i) {
+    float sum = 0.0f;
+    for (int j = 0; j < n; ++j) sum += w[j] * rows[j][i];
+    out[i] = sum;
+  }
+}
+
+KAKEYA_PER_ISA(DotEach, (const float* q, const float* const* rows, int n, int dim, float* out), (q, rows, n, dim, out))
+KAKEYA_PER_ISA(WeightedSum, (const float* w, const float* const* rows, int n, int dim, float* out),
+               (w, rows, n, dim, out))
 KAKEYA_PER_ISA(RmsNorm, (const float* x, const float* w, int n, float eps, float* out), (x, w, n, eps, out))
 KAKEYA_PER_ISA(GeluMul, (const float* gate, const float* up, int n, float* out), (gate, up, n, out))
 KAKEYA_PER_ISA(SiluMul, (const float* gate, const float* up, int n, float* out), (gate, up, n, out))

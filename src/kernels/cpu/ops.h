@@ -26,6 +26,11 @@ void Rope(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin, 
 // out[i] = silu(gate[i]) * up[i]. out may alias gate.
 void SiluMul(const float* gate, const float* up, int n, float* out);
 
+// out[j] = q . rows[j], rows of dim values (attention's scores over keys
+// that lie apart: a ring, chosen blocks).
+void DotEach(const float* q, const float* const* rows, int n, int dim, float* out);
+// out = sum_j w[j] * rows[j] (dim values).
+void WeightedSum(const float* w, const float* const* rows, int n, int dim, float* out);
 // x[i] += y[i]
 void AddInPlace(float* x, const float* y, int n);
 
