@@ -16,6 +16,7 @@ Deepseek4Shape Deepseek4BenchShape() {
   s.n_expert = 64, s.n_expert_used = 6, s.n_ff_exp = 512, s.n_shared = 1, s.n_hash_layers = 3;
   s.indexer_heads = 16, s.indexer_dim = 128, s.indexer_top_k = 512;
   s.ratios = {0, 0, 4, 128, 4, 128, 4, 128, 4, 128, 4, 128};
+  s.mtp = true;  // for bench spec --spec mtp (the real main file keeps it in a sidecar)
   return s;
 }
 

@@ -52,7 +52,9 @@ CompressedKv::CompressedKv(const std::vector<CompressedLayerShape>& layers, int 
   storage_.reset(static_cast<float*>(std::calloc(std::max<size_t>(bytes_, 1), 1)));
   if (!storage_) Fail("out of memory allocating ", bytes_, " bytes of compressed KV cache");
   float* next = storage_.get();
+  double per_position = 0;
   for (const CompressedLayerShape& s : layers) {
+    if (s.ratio > 0) per_position += (double(s.key_dim) / s.ratio + s.index_dim / 4.0) * sizeof(float);
     const Extents e = ExtentsOf(s, n_ctx, max_pending);
     Layer& L = layers_.emplace_back();
     L.shape = s;
@@ -62,6 +64,7 @@ CompressedKv::CompressedKv(const std::vector<CompressedLayerShape>& layers, int 
       next += size_t(e.slots[i]) * e.width[i];
     }
   }
+  bytes_per_position_ = static_cast<size_t>(per_position + 0.5);
 }
 
 void CompressedKv::FillRandom(uint64_t seed) {

@@ -51,6 +51,9 @@ class CompressedKv {
   const float* index_blocks(int il) const { return layers_[il].index_blocks.data; }
 
   size_t bytes() const { return bytes_; }
+  // What each position of context adds: the blocks' rows (a block row per
+  // `ratio` positions), rounded; the rest (rings) does not grow.
+  size_t bytes_per_position() const { return bytes_per_position_; }
   // Benchmarks only (Context::FillCacheForBenchmark): every row of every
   // part random (unit Gaussian), as if a long prefill had written them.
   void FillRandom(uint64_t seed);
@@ -69,6 +72,7 @@ class CompressedKv {
 
   std::vector<Layer> layers_;
   size_t bytes_ = 0;
+  size_t bytes_per_position_ = 0;
   std::unique_ptr<float, FreeDeleter> storage_;  // calloc: pages are committed as they are written
 };
 

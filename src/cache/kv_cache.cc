@@ -166,13 +166,13 @@ size_t KvCache::bytes() const {
 }
 
 size_t KvCache::full_bytes_per_token() const {
-  size_t total = 0;
+  size_t total = compressed_ ? compressed_->bytes_per_position() : 0;
   for (const LayerCache& l : layers_) total += l.bytes_per_position();
   return total;
 }
 
 size_t KvCache::ring_bytes() const {
-  size_t total = 0;
+  size_t total = compressed_ ? compressed_->bytes() - compressed_->bytes_per_position() * size_t(n_ctx_) : 0;
   for (const LayerCache& l : layers_) total += l.fixed_bytes();
   return total;
 }
