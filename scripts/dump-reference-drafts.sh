@@ -19,12 +19,8 @@
 # Unlike dump_logits it also links libllama-common (common/speculative.cpp is
 # the code under record), with an rpath to that build's shared libraries.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
-llama=$scratch/llama.cpp
-libs=$llama/build/bin
-source=$repo/tools/reference/dump_drafts.cpp
-binary=$scratch/bin/dump_drafts
+# shellcheck source=scripts/reference-tool.sh
+source "$(dirname "$0")/reference-tool.sh"
 
 if [ $# -lt 4 ]; then
   echo "usage: $0 TARGET.gguf PROMPT.txt N_PREDICT OUT.json [dump_drafts flags...]" >&2
@@ -33,19 +29,5 @@ fi
 model=$1 prompt=$2 n_predict=$3 out=$4
 shift 4
 
-if [ ! -f "$llama/include/llama.h" ] || [ ! -f "$llama/common/speculative.h" ] ||
-   [ ! -e "$libs/libllama.so" ] || [ ! -e "$libs/libllama-common.so" ]; then
-  echo "dump-reference-drafts.sh: no llama.cpp build (with libllama-common) in $llama;" \
-       "run scripts/compare-reference.sh once to build it" >&2
-  exit 1
-fi
-
-if [ ! -x "$binary" ] || [ "$source" -nt "$binary" ]; then
-  mkdir -p "$scratch/bin"
-  g++ -O2 -std=c++17 -o "$binary.tmp" "$source" \
-      -I"$llama/include" -I"$llama/ggml/include" -I"$llama/common" \
-      -L"$libs" -Wl,-rpath,"$libs" -lllama-common -lllama -lggml -lggml-base -ldl
-  mv "$binary.tmp" "$binary"  # a failed build never leaves a binary that looks current
-fi
-
+reference_tool dump_drafts -lllama-common -ldl
 exec "$binary" -m "$model" -f "$prompt" -n "$n_predict" -o "$out" "$@"

@@ -18,12 +18,8 @@
 # It links the shared libraries of that build with an rpath to them, so the
 # fixture comes from exactly the ggml the reference build uses.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
-llama=$scratch/llama.cpp
-libs=$llama/build/bin
-source=$repo/tools/reference/dump_logits.cpp
-binary=$scratch/bin/dump_logits
+# shellcheck source=scripts/reference-tool.sh
+source "$(dirname "$0")/reference-tool.sh"
 
 if [ $# -lt 4 ]; then
   echo "usage: $0 MODEL.gguf PROMPT.txt N_PREDICT OUT.json [dump_logits flags...]" >&2
@@ -32,20 +28,7 @@ fi
 model=$1 prompt=$2 n_predict=$3 out=$4
 shift 4
 
-if [ ! -f "$llama/include/llama.h" ] || [ ! -e "$libs/libllama.so" ]; then
-  echo "dump-reference-logits.sh: no llama.cpp build in $llama;" \
-       "run scripts/compare-reference.sh once to build it" >&2
-  exit 1
-fi
-
-if [ ! -x "$binary" ] || [ "$source" -nt "$binary" ]; then
-  mkdir -p "$scratch/bin"
-  g++ -O2 -std=c++17 -o "$binary.tmp" "$source" \
-      -I"$llama/include" -I"$llama/ggml/include" \
-      -L"$libs" -Wl,-rpath,"$libs" -lllama -lggml -lggml-base
-  mv "$binary.tmp" "$binary"  # a failed build never leaves a binary that looks current
-fi
-
 prompt_flags=()
 [ -n "$prompt" ] && prompt_flags=(-f "$prompt")
+reference_tool dump_logits
 exec "$binary" -m "$model" "${prompt_flags[@]}" -n "$n_predict" -o "$out" "$@"

@@ -13,12 +13,8 @@
 # It links the shared libraries of that build with an rpath to them, so the ids
 # come from exactly the tokenizer the reference build uses.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-scratch=${KAKEYA_REF_DIR:-$HOME/.cache/kakeya-reference}
-llama=$scratch/llama.cpp
-libs=$llama/build/bin
-source=$repo/tools/reference/dump_tokens.cpp
-binary=$scratch/bin/dump_tokens
+# shellcheck source=scripts/reference-tool.sh
+source "$(dirname "$0")/reference-tool.sh"
 
 if [ $# -lt 3 ]; then
   echo "usage: $0 VOCAB.gguf TEXTS.inp OUT.out [--verbose]" >&2
@@ -27,18 +23,5 @@ fi
 vocab=$1 inp=$2 out=$3
 shift 3
 
-if [ ! -f "$llama/include/llama.h" ] || [ ! -e "$libs/libllama.so" ]; then
-  echo "dump-reference-tokens.sh: no llama.cpp build in $llama;" \
-       "run scripts/compare-reference.sh once to build it" >&2
-  exit 1
-fi
-
-if [ ! -x "$binary" ] || [ "$source" -nt "$binary" ]; then
-  mkdir -p "$scratch/bin"
-  g++ -O2 -std=c++17 -o "$binary.tmp" "$source" \
-      -I"$llama/include" -I"$llama/ggml/include" \
-      -L"$libs" -Wl,-rpath,"$libs" -lllama -lggml -lggml-base
-  mv "$binary.tmp" "$binary"  # a failed build never leaves a binary that looks current
-fi
-
+reference_tool dump_tokens
 exec "$binary" -m "$vocab" -i "$inp" -o "$out" "$@"

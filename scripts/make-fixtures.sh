@@ -19,7 +19,7 @@ make_model=$repo/build/bin/make-bench-model
 mkdir -p "$out/prompts"
 cp "$repo"/tests/fixtures/models2/prompts/{fox,fib,long,wrap}.txt "$out/prompts/"
 for type in F32 Q8_0; do
-  name=ds4-$(echo "$type" | tr 'A-Z' 'a-z')
+  name=ds4-$(echo "$type" | tr '[:upper:]' '[:lower:]')
   # The vocabulary of the other fixtures, so that their draft model drafts for these.
   "$make_model" "$out/$name.gguf" --arch deepseek4 --shape fixture --type "$type" \
     --vocab-from "$repo/tests/fixtures/models/tiny-llama-f32.gguf"
