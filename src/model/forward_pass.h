@@ -107,6 +107,7 @@ struct ForwardBuffers {
   Buffer<float> hybrid_scores;    // F32 [n_threads, hybrid_floats]
   Buffer<int> hybrid_order;       // [n_threads, hybrid_floats] block numbers, for the top-k
   Buffer<const float*> hybrid_rows;  // [n_threads, hybrid_floats] one query's keys
+  Buffer<float> hybrid_angles;    // F32 [max_rows, 2 * rope dims] each row's rotation, then its inverse
 };
 
 class ForwardPass {

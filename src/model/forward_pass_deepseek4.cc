@@ -49,6 +49,9 @@ void ForwardBuffers::AllocateHybrid(const Model& model, int n_ctx, int n_threads
   hybrid_scores = Buffer<float>(size_t(n_threads) * hybrid_floats);
   hybrid_order = Buffer<int>(size_t(n_threads) * hybrid_floats);
   hybrid_rows = Buffer<const float*>(size_t(n_threads) * hybrid_floats);
+  int rope_dims = 0;
+  for (const Layer& L : model.layers) rope_dims = std::max(rope_dims, L.hybrid.rope.dims);
+  hybrid_angles = Buffer<float>(B * 2 * rope_dims);
 }
 
 namespace {
@@ -78,11 +81,10 @@ void YarnAngles(const YarnRope& r, int pos, bool inverse, float* cos_sin) {
   }
 }
 
-// The rotation of the last r.dims values of each of n_heads heads of `dim`.
-void RopeTail(const YarnRope& r, int pos, bool inverse, float* x, int n_heads, int dim) {
-  float cos_sin[512];
-  YarnAngles(r, pos, inverse, cos_sin);
-  Rope(x + (dim - r.dims), n_heads, dim, r.dims, cos_sin, /*adjacent_pairs=*/true);
+// The rotation (angles of YarnAngles) of the last `dims` values of each of
+// n_heads heads of `dim`.
+void RopeTail(const float* cos_sin, int dims, float* x, int n_heads, int dim) {
+  Rope(x + (dim - dims), n_heads, dim, dims, cos_sin, /*adjacent_pairs=*/true);
 }
 
 // ggml's soft_max over n values in place: exp(x - max) summed in double,
@@ -254,7 +256,9 @@ void ForwardPass::CompressBlocks(const Compressor& c, int il, const float* in, b
         block[ch] = static_cast<float>(sum);
       }
       kakeya::RmsNorm(block, c.norm, dim, eps, block);
-      RopeTail(rope, start, false, block, 1, dim);
+      float cos_sin[512];
+      YarnAngles(rope, start, false, cos_sin);
+      RopeTail(cos_sin, rope.dims, block, 1, dim);
     }
   }
 }
@@ -285,7 +289,7 @@ void ForwardPass::SelectBlocks(const Layer& L, int il, const float* in, const fl
         continue;
       }
       float* q = b_.index_q.get() + size_t(i) * IH * ID;
-      RopeTail(h.rope, pos, false, q, IH, ID);
+      RopeTail(b_.hybrid_angles.get() + size_t(i) * 2 * h.rope.dims, h.rope.dims, q, IH, ID);
       const WeightMatrix blocks{DType::kF32, ID, n_visible, cache.index_blocks(il), int64_t{ID} * int64_t{sizeof(float)}};
       MatMul(blocks, q, IH, dots, b_.matmul.get(), pool_);
       const float* weights = b_.index_weights.get() + size_t(i) * IH;
@@ -316,16 +320,22 @@ void ForwardPass::Hybrid(const Layer& L, int il, const float* in, float* out) {
   MatMulSharedInput(first, in, n_rows_, b_.matmul.get(), pool_);
   for (int i = 0; i < n_rows_; ++i) kakeya::RmsNorm(qr + size_t(i) * QL, h.q_a_norm, QL, eps, qr + size_t(i) * QL);
   MatMul(h.q_b, qr, n_rows_, q_rows, b_.matmul.get(), pool_);
+  // Each row's rotation at its position, and its inverse, once for the layer:
+  // queries, keys, the indexer's queries and the output's un-rotation.
+  const int R = h.rope.dims;
   for (const SequenceSlice& s : slices_) {
     const CompressedKv& cache = *s.cache->compressed();
     for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
       const int pos = s.first_pos + (i - s.first_row);
+      float* angles = b_.hybrid_angles.get() + size_t(i) * 2 * R;
+      YarnAngles(h.rope, pos, false, angles);
+      YarnAngles(h.rope, pos, true, angles + R);
       float* q = q_rows + size_t(i) * H * D;
       for (int hd = 0; hd < H; ++hd) kakeya::RmsNorm(q + hd * D, nullptr, D, eps, q + hd * D);
-      RopeTail(h.rope, pos, false, q, H, D);
+      RopeTail(angles, R, q, H, D);
       float* key = cache.raw_key(il, pos);
       kakeya::RmsNorm(kv_rows + size_t(i) * D, h.kv_norm, D, eps, key);
-      RopeTail(h.rope, pos, false, key, 1, D);
+      RopeTail(angles, R, key, 1, D);
     }
   }
   const int ratio = h.blocks.ratio;
@@ -363,10 +373,8 @@ void ForwardPass::Hybrid(const Layer& L, int il, const float* in, float* out) {
   // Un-rotate each head's output, then the grouped low-rank projection.
   const int groups = static_cast<int>(h.out_a.size()), group_width = H / groups * D;
   const int o_lora = static_cast<int>(h.out_a[0].n_out);
-  for (const SequenceSlice& s : slices_) {
-    for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
-      RopeTail(h.rope, s.first_pos + (i - s.first_row), true, o_rows + size_t(i) * H * D, H, D);
-    }
+  for (int i = 0; i < n_rows_; ++i) {
+    RopeTail(b_.hybrid_angles.get() + size_t(i) * 2 * R + R, R, o_rows + size_t(i) * H * D, H, D);
   }
   float* const low_rank = b_.low_rank.get();  // the queries' low rank is no longer needed
   for (int g = 0; g < groups; ++g) {

@@ -28,6 +28,9 @@
 #include <string>
 #include <vector>
 
+constexpr const char kProgramName[] = "dump_drafts";
+#include "reference_util.h"
+
 namespace {
 
 // Fixed by the fixture format: tests read these values back from the file and rely on them.
@@ -41,20 +44,6 @@ struct Options {
     int n_threads = 2;
     int n_max = 3;
 };
-
-[[noreturn]] void fail(const std::string & message) {
-    std::fprintf(stderr, "dump_drafts: %s\n", message.c_str());
-    std::exit(1);
-}
-
-int parse_int(const std::string & text, const char * what) {
-    try {
-        size_t used = 0;
-        const int value = std::stoi(text, &used);
-        if (used == text.size()) return value;
-    } catch (const std::exception &) {}
-    fail(std::string("bad ") + what + ": '" + text + "'");
-}
 
 Options parse_options(int argc, char ** argv) {
     Options options;
@@ -84,14 +73,6 @@ Options parse_options(int argc, char ** argv) {
     // for MTP (the NextN block, or an assistant given with -md). A block drafter's rows map differently.
     if (options.spec_type != "draft-mtp") fail("--spec-type '" + options.spec_type + "' is not supported (draft-mtp only)");
     return options;
-}
-
-std::string read_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read '" + path + "'");
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
 }
 
 std::string number(double value) { char text[32]; std::snprintf(text, sizeof text, "%.9g", value); return text; }
@@ -151,13 +132,6 @@ struct DraftRecorder {
 };
 
 DraftRecorder recorder;
-
-void only_errors_log(ggml_log_level level, const char * text, void *) {
-    // CONT lines continue the previous message, so they follow its level.
-    static bool printing = false;
-    if (level != GGML_LOG_LEVEL_CONT) printing = level == GGML_LOG_LEVEL_ERROR;
-    if (printing) std::fputs(text, stderr);
-}
 
 }  // namespace
 

@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+constexpr const char kProgramName[] = "dump_logits";
+#include "reference_util.h"
+
 namespace {
 
 // Fixed by the fixture format: tests read these values back from the file and rely on them.
@@ -33,20 +36,6 @@ struct Options {
     int n_threads = 2;
     bool load_mtp = false;
 };
-
-[[noreturn]] void fail(const std::string & message) {
-    std::fprintf(stderr, "dump_logits: %s\n", message.c_str());
-    std::exit(1);
-}
-
-int parse_int(const std::string & text, const char * what) {
-    try {
-        size_t used = 0;
-        const int value = std::stoi(text, &used);
-        if (used == text.size()) return value;
-    } catch (const std::exception &) {}
-    fail(std::string("bad ") + what + ": '" + text + "'");
-}
 
 Options parse_options(int argc, char ** argv) {
     Options options;
@@ -71,14 +60,6 @@ Options parse_options(int argc, char ** argv) {
     if (options.n_predict < 0) fail("-n N_PREDICT (>= 0) is required");
     if (options.n_threads < 1) fail("-t must be at least 1");
     return options;
-}
-
-std::string read_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read '" + path + "'");
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
 }
 
 std::vector<llama_token> parse_token_ids(const std::string & csv, int n_vocab) {
@@ -196,13 +177,6 @@ void decode(llama_context * ctx, const std::vector<llama_token> & tokens, int fi
     const int32_t status = llama_decode(ctx, batch);
     llama_batch_free(batch);
     if (status != 0) fail("llama_decode failed with status " + std::to_string(status));
-}
-
-void only_errors_log(ggml_log_level level, const char * text, void *) {
-    // CONT lines continue the previous message, so they follow its level.
-    static bool printing = false;
-    if (level != GGML_LOG_LEVEL_CONT) printing = level == GGML_LOG_LEVEL_ERROR;
-    if (printing) std::fputs(text, stderr);
 }
 
 }  // namespace

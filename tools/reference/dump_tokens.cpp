@@ -17,17 +17,15 @@
 #include <string>
 #include <vector>
 
+constexpr const char kProgramName[] = "dump_tokens";
+#include "reference_util.h"
+
 namespace {
 
 struct Options {
     std::string model_path, inp_path, out_path;
     bool verbose = false;
 };
-
-[[noreturn]] void fail(const std::string & message) {
-    std::fprintf(stderr, "dump_tokens: %s\n", message.c_str());
-    std::exit(1);
-}
 
 Options parse_options(int argc, char ** argv) {
     Options options;
@@ -47,14 +45,6 @@ Options parse_options(int argc, char ** argv) {
     if (options.inp_path.empty()) fail("-i TEXTS.inp is required");
     if (options.out_path.empty()) fail("-o OUT.out is required");
     return options;
-}
-
-std::string read_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot read '" + path + "'");
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
 }
 
 // README: every text is followed by the separator. A tail after the last one (gemma-4's .inp has no final
@@ -79,13 +69,6 @@ std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string &
         fail("llama_tokenize gave a different count the second time");
     }
     return ids;
-}
-
-void only_errors_log(ggml_log_level level, const char * text, void *) {
-    // CONT lines continue the previous message, so they follow its level.
-    static bool printing = false;
-    if (level != GGML_LOG_LEVEL_CONT) printing = level == GGML_LOG_LEVEL_ERROR;
-    if (printing) std::fputs(text, stderr);
 }
 
 }  // namespace
