@@ -8,9 +8,10 @@
 #   scripts/dump-reference-drafts.sh TARGET.gguf PROMPT.txt N_PREDICT OUT.json [dump_drafts flags...]
 #
 # Extra flags go to the program as they are: -t THREADS (default 2),
-# --spec-type draft-mtp (the default and, for now, the only type),
+# --spec-type draft-mtp (the default) or draft-dspark (with -md DSPARK.gguf),
 # --n-max N (draft length, default 3), -md DRAFT.gguf (a separate MTP drafter,
-# e.g. a gemma4 assistant; without it the target's own NextN/MTP block drafts).
+# e.g. a gemma4 assistant, or the DSpark file; without it the target's own
+# NextN/MTP block drafts).
 #
 # The program is tools/reference/dump_drafts.cpp, compiled with g++ against the
 # llama.cpp that scripts/compare-reference.sh builds in $KAKEYA_REF_DIR

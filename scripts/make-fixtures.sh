@@ -2,8 +2,8 @@
 # Writes tests/fixtures/models3: random-weight deepseek4 models made by our
 # make-bench-model (--arch deepseek4 --shape fixture, F32 and Q8_0) and what
 # the reference engine, llama.cpp, computes on them: logits of every prompt
-# (scripts/dump-reference-logits.sh) and the MTP block's drafts
-# (scripts/dump-reference-drafts.sh). See tests/fixtures/models3/README.md.
+# (scripts/dump-reference-logits.sh), the MTP block's drafts and a DSpark
+# drafter's (make-bench-model --arch dspark; scripts/dump-reference-drafts.sh). See tests/fixtures/models3/README.md.
 #
 #   scripts/make-fixtures.sh
 #
@@ -31,10 +31,16 @@ for type in F32 Q8_0; do
       "$out/$name/$prompt.logits.json"
   done
 done
+# The DSpark drafter for ds4-f32: 2 stages, block 4, window 8, taps 1 3 5.
+"$make_model" "$out/ds4-dspark-f32.gguf" --arch dspark --shape fixture --type F32 \
+  --vocab-from "$repo/tests/fixtures/models/tiny-llama-f32.gguf"
+mkdir -p "$out/ds4-dspark-f32"
 for prompt in fox wrap; do
   n=64
   [ "$prompt" = wrap ] && n=200
   "$repo/scripts/dump-reference-drafts.sh" "$out/ds4-f32.gguf" "$out/prompts/$prompt.txt" "$n" \
     "$out/ds4-f32/$prompt.drafts.json"
+  "$repo/scripts/dump-reference-drafts.sh" "$out/ds4-f32.gguf" "$out/prompts/$prompt.txt" "$n" \
+    "$out/ds4-dspark-f32/$prompt.drafts.json" --spec-type draft-dspark -md "$out/ds4-dspark-f32.gguf" --n-max 4
 done
 echo "wrote $out"

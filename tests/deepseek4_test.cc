@@ -3,7 +3,7 @@
 // promises of its compressed cache, and its bad input.
 //  * Lossless: speculative output is byte-identical to plain decoding with
 //    every drafter (a replay of the output with spoiled proposals, prompt
-//    lookup, the MTP block, a draft model, auto), greedy and seeded, at
+//    lookup, the MTP block, a draft model, DSpark, auto), greedy and seeded, at
 //    blocks up to 16, on 1 and 2 threads, over 1,500 tokens
 //    (11 blocks of 128 and 378 of 4, of which the indexer picks 8; the raw
 //    window of 32 wraps 47 times), with rejections at every kind of position.
@@ -65,14 +65,19 @@ void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const st
     EXPECT_EQ(Generate(ctx, &replay, prompt, o, spec_options, nullptr, &stats).tokens, plain);
     EXPECT_GT(stats.accepted, n_predict / 4);
     // The drafters a user picks: prompt lookup, the file's MTP block, the
-    // fixtures' draft model, and auto over all of them.
+    // fixtures' draft model and DSpark drafter, and auto.
     const DrafterSetup setup{*model, ctx, "", o.sampling, std::max(run.block, 2)};
     const DrafterSources with_draft{.draft = fixture::ModelPath("tiny-draft-f32")};
+    const DrafterSources with_dspark{.draft = Fixture("ds4-dspark-f32")};
     for (const auto& [spec, sources] : {std::pair{"ngram", DrafterSources{}}, std::pair{"mtp", DrafterSources{}},
-                                        std::pair{"draft", with_draft}, std::pair{"auto", with_draft}}) {
+                                        std::pair{"draft", with_draft}, std::pair{"dspark", with_dspark},
+                                        std::pair{"auto", with_draft}, std::pair{"auto", with_dspark}}) {
       SCOPED_TRACE(spec);
       const std::unique_ptr<Drafter> drafter = MakeDrafter(spec, sources, setup);
-      EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, nullptr).tokens, plain);
+      SpecStats drafter_stats;
+      EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, &drafter_stats).tokens, plain);
+      // The drafters that read the target draft at every step (and are rejected).
+      if (spec == std::string("mtp") || spec == std::string("dspark")) EXPECT_GT(drafter_stats.drafted, n_predict / 2);
     }
   }
 }

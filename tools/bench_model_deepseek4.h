@@ -35,4 +35,12 @@ Deepseek4Shape Deepseek4FixtureShape();
 void CheckDeepseek4Shape(const Deepseek4Shape& s);
 void PlanDeepseek4(GgufWriter& w, Plan& p, const Deepseek4Shape& s, const std::string& type);
 
+// make-bench-model --arch dspark: a DSpark drafter (a dflash file of
+// deepseek4 stages with a Markov head) for the deepseek4 target of shape s.
+struct DSparkShape {
+  int n_stages = 2, window = 8, block_size = 4, markov_rank = 16;
+  std::vector<int> taps = {1, 3, 5};  // target layer inputs
+};
+void PlanDSpark(GgufWriter& w, Plan& p, const Deepseek4Shape& s, const DSparkShape& d, const std::string& type);
+
 }  // namespace kakeya

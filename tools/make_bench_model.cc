@@ -25,7 +25,9 @@
 //             --shape bench (default; n_embd 1024, 12 layers, 64 experts top-6,
 //             vocab 129280) or fixture (the tests' tiny model with an MTP block).
 //
-//   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4] [--type T] [--shape S]
+//   dspark    A DSpark drafter for the deepseek4 target of --shape (bench_model_deepseek4.h).
+//
+//   make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4|dspark] [--type T] [--shape S]
 //       [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N]
 //       [--ff N] [--experts N] [--experts-used N] [--ff-exp N]
 //
@@ -80,7 +82,7 @@ namespace kakeya {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4] [--type TYPE] [--shape S]\n"
+    "usage: make-bench-model OUT.gguf [--arch llama|qwen3moe|gemma4|deepseek4|dspark] [--type TYPE] [--shape S]\n"
     "         [--embd N] [--layers N] [--heads N] [--kv-heads N] [--head-dim N] [--vocab N] [--ff N]\n"
     "         [--experts N] [--experts-used N] [--ff-exp N]\n"
     "\n"
@@ -101,6 +103,10 @@ constexpr const char* kUsage =
     "                tests' tiny model, with an\n"
     "                MTP block); --layers N keeps the first N layers of the shape's pattern;\n"
     "                --vocab-from FILE.gguf copies that file's tokenizer\n"
+    "              dspark: a DSpark drafter (dflash file: deepseek4 stages, a Markov head) for\n"
+    "                the deepseek4 target of --shape; --layers N stages (default 2); bench:\n"
+    "                block 8, taps 1 6 11, Markov rank 256; fixture: block 4, window 8, taps\n"
+    "                1 3 5, rank 16; --vocab-from as for deepseek4\n"
     "  --type      F16 (default), BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M\n"
     "  --embd --layers --heads --kv-heads --vocab --ff   override the arch's defaults (--ff:\n"
     "              dense FFN width; for qwen3moe only the feed_forward_length key)\n"
@@ -308,12 +314,23 @@ struct Override {
   int value;
 };
 
-int WriteDeepseek4(const std::string& out, const std::string& type, const std::string& shape_name, int n_layers,
-                   const std::string& vocab_from, const Override* ov, size_t n_ov) {
+// The deepseek4 shape named by --shape, with the vocabulary of --vocab-from.
+Deepseek4Shape Deepseek4ShapeNamed(const std::string& shape_name, const std::string& vocab_from, const char* arch) {
   Deepseek4Shape s;
   if (shape_name.empty() || shape_name == "bench") s = Deepseek4BenchShape();
   else if (shape_name == "fixture") s = Deepseek4FixtureShape();
-  else Fail("unknown --shape ", shape_name, " for deepseek4 (bench, fixture)");
+  else Fail("unknown --shape ", shape_name, " for ", arch, " (bench, fixture)");
+  if (!vocab_from.empty()) {
+    GgufWriter probe;
+    s.vocab_from = vocab_from;
+    s.n_vocab = CopyVocab(probe, vocab_from);
+  }
+  return s;
+}
+
+int WriteDeepseek4(const std::string& out, const std::string& type, const std::string& shape_name, int n_layers,
+                   const std::string& vocab_from, const Override* ov, size_t n_ov) {
+  Deepseek4Shape s = Deepseek4ShapeNamed(shape_name, vocab_from, "deepseek4");
   for (size_t i = 0; i < n_ov; ++i) {
     if (ov[i].value != 0 && std::strcmp(ov[i].flag, "--layers") != 0) {
       Fail(ov[i].flag, " does not apply to --arch deepseek4 (--shape and --layers do)");
@@ -321,16 +338,29 @@ int WriteDeepseek4(const std::string& out, const std::string& type, const std::s
   }
   if (n_layers > s.n_layer()) Fail("--layers ", n_layers, " exceeds the shape's ", s.n_layer());
   if (n_layers > 0) s.ratios.resize(n_layers);
-  if (!vocab_from.empty()) {
-    GgufWriter probe;
-    s.vocab_from = vocab_from;
-    s.n_vocab = CopyVocab(probe, vocab_from);
-  }
   CheckDeepseek4Shape(s);
   GgufWriter w;
   Plan plan(w);
   PlanDeepseek4(w, plan, s, type);
   return WriteAndCheck(w, plan, out, "deepseek4", type);
+}
+
+// A DSpark drafter for the deepseek4 target of --shape (its hidden size,
+// heads and experts); --layers: its stages.
+int WriteDSpark(const std::string& out, const std::string& type, const std::string& shape_name, int n_stages,
+                const std::string& vocab_from) {
+  const Deepseek4Shape s = Deepseek4ShapeNamed(shape_name, vocab_from, "dspark (the target's)");
+  DSparkShape d;
+  if (n_stages > 0) d.n_stages = n_stages;
+  if (shape_name != "fixture") d.window = s.window, d.block_size = 8, d.markov_rank = 256, d.taps = {1, 6, 11};
+  for (int t : d.taps) {
+    if (t > s.n_layer()) Fail("dspark: tap ", t, " is past the target's ", s.n_layer(), " layers");
+  }
+  CheckDeepseek4Shape(s);
+  GgufWriter w;
+  Plan plan(w);
+  PlanDSpark(w, plan, s, d, type);
+  return WriteAndCheck(w, plan, out, "dflash", type);
 }
 
 int ParseInt(const std::string& flag, const std::string& v) {
@@ -410,10 +440,15 @@ int Main(int argc, char** argv) {
     }
   } else if (arch_name == "deepseek4") {
     return WriteDeepseek4(out, type, shape_name, get("--layers"), vocab_from, ov, std::size(ov));
+  } else if (arch_name == "dspark") {
+    for (const Override& o : ov) {
+      if (o.value != 0 && std::strcmp(o.flag, "--layers") != 0) Fail(o.flag, " does not apply to --arch dspark");
+    }
+    return WriteDSpark(out, type, shape_name, get("--layers"), vocab_from);
   } else {
-    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4, deepseek4)");
+    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4, deepseek4, dspark)");
   }
-  if (!vocab_from.empty()) Fail("--vocab-from applies to --arch deepseek4");
+  if (!vocab_from.empty()) Fail("--vocab-from applies to --arch deepseek4 and dspark");
   const std::pair<const char*, int*> fields[] = {
       {"--embd", &s.n_embd},         {"--layers", &s.n_layer},    {"--heads", &s.n_head},
       {"--kv-heads", &s.n_head_kv},  {"--head-dim", &s.head_dim}, {"--vocab", &s.n_vocab},

@@ -98,6 +98,9 @@ class Context {
   void Trim(int n) { cache_->Trim(n); }
   void Clear() { cache_->Clear(); }
   const KvCache& cache() const { return *cache_; }
+  // For a drafter that writes keys of its own without a forward (DSpark's
+  // context injection): it appends positions, writes them, and commits.
+  KvCache& mutable_cache() { return *cache_; }
   // Benchmarks only (kakeya bench verify --context N --fill random): clears
   // the cache and fills n committed positions of every layer with random
   // keys and values (unit Gaussian), stored and coded as a prefill would

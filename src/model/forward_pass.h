@@ -181,4 +181,9 @@ class ForwardPass {
   void SelectBlocks(const Layer& layer, int il, const float* in, const float* q_low_rank);
 };
 
+// deepseek4: the raw key of `pos` from its kv projection (F32 [dim]): the
+// kv norm, then the layer's rotation of the last dims, as Hybrid stores it.
+// For a DSpark drafter's context injection (speculative/dspark_drafter.h).
+void Deepseek4RawKey(const HybridAttention& h, const float* kv, int pos, float eps, float* key);
+
 }  // namespace kakeya

@@ -44,8 +44,9 @@ void ForwardBuffers::AllocateHybrid(const Model& model, int n_ctx, int n_threads
   index_weights = Buffer<float>(B * index_heads);
   selected_blocks = Buffer<int>(B * std::max(top_k, 1));
   index_dots = Buffer<float>(size_t(index_heads) * (size_t(n_ctx) / 4 + 2));
-  // A query's keys: its raw window and at most every block of ratio 4.
-  hybrid_floats = size_t(window) + size_t(n_ctx) / 4 + 2;
+  // A query's keys: its raw window (and the later rows of a block that is
+  // not causal) and at most every block of ratio 4.
+  hybrid_floats = size_t(window) + B + size_t(n_ctx) / 4 + 2;
   hybrid_scores = Buffer<float>(size_t(n_threads) * hybrid_floats);
   hybrid_order = Buffer<int>(size_t(n_threads) * hybrid_floats);
   hybrid_rows = Buffer<const float*>(size_t(n_threads) * hybrid_floats);
@@ -101,6 +102,13 @@ void SoftMax(float* x, int n, float sink) {
 }
 
 }  // namespace
+
+void Deepseek4RawKey(const HybridAttention& h, const float* kv, int pos, float eps, float* key) {
+  float cos_sin[2 * 512];  // the loader caps rope dims at 512
+  YarnAngles(h.rope, pos, false, cos_sin);
+  kakeya::RmsNorm(kv, h.kv_norm, static_cast<int>(h.kv.n_out), eps, key);
+  RopeTail(cos_sin, h.rope.dims, key, 1, static_cast<int>(h.kv.n_out));
+}
 
 void ForwardPass::BeginHyperStreams() {
   const HParams& hp = model_.hparams();
@@ -355,7 +363,8 @@ void ForwardPass::Hybrid(const Layer& L, int il, const float* in, float* out) {
       const int i = s.first_row + r, pos = s.first_pos + r;
       const float* q = q_rows + size_t(i) * H * D + size_t(hd) * D;
       float* score = b_.hybrid_scores.get() + size_t(thread) * b_.hybrid_floats;
-      const int first_raw = std::max(0, pos - a.window + 1), n_raw = pos + 1 - first_raw;
+      const int last_raw = h.causal ? pos : s.first_pos + s.n_rows - 1;
+      const int first_raw = std::max(0, pos - a.window + 1), n_raw = last_raw + 1 - first_raw;
       const int* selected = b_.selected_blocks.get() + size_t(i) * std::max(h.index_top_k, 1);
       const int n_visible = ratio > 0 ? (pos + 1) / ratio : 0;
       const int n_blocks = ratio == 4 ? std::min(n_visible, h.index_top_k) : n_visible;

@@ -164,6 +164,9 @@ struct HybridAttention {
   Compressor index_blocks;           // ratio 4: the indexer's keys
   WeightMatrix index_q_b, index_weights;  // [q_lora, index_heads * index dim], [n_embd, index_heads]
   int index_heads = 0, index_top_k = 0;
+  // false: a row also sees the later rows of its own forward (a DSpark
+  // drafter denoises its whole block at once).
+  bool causal = true;
   bool present() const { return q_a.data != nullptr; }
 };
 

@@ -100,6 +100,19 @@ void SplitNextnBlocks(const ModelLoader& loader, Model& m) {
   hp.n_layer = static_cast<int>(m.layers.size());
 }
 
+// A tensor no loader asked for is a part of the model this one would leave
+// out, computing another model than the file's (llama.cpp refuses such a
+// file too: "wrong number of tensors").
+void RefuseUnusedTensors(const ModelLoader& loader, std::string_view arch_name) {
+  const std::vector<std::string> unused = loader.UnusedTensors();
+  if (unused.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(unused.size(), 3); ++i) names += (i ? ", '" : "'") + unused[i] + "'";
+  loader.Fail(unused.size(), " tensor", unused.size() > 1 ? "s" : "", " (", names, unused.size() > 3 ? ", ..." : "",
+              ") that the ", arch_name, " architecture does not use: the file holds parts kakeya does not implement, "
+              "or its metadata disagrees with its tensors");
+}
+
 }  // namespace
 
 std::unique_ptr<Model> Model::Load(const std::string& path) { return Load(path, false); }
@@ -129,16 +142,25 @@ std::unique_ptr<Model> Model::Load(const std::string& path, bool sidecar) {
   m->arch_->load(loader, *m);
   SplitNextnBlocks(loader, *m);
   CheckLayers(loader, *m);
-  // A tensor no loader asked for is a part of the model this one would leave
-  // out, computing another model than the file's (llama.cpp refuses such a
-  // file too: "wrong number of tensors").
-  if (const std::vector<std::string> unused = loader.UnusedTensors(); !unused.empty()) {
-    std::string names;
-    for (size_t i = 0; i < std::min<size_t>(unused.size(), 3); ++i) names += (i ? ", '" : "'") + unused[i] + "'";
-    loader.Fail(unused.size(), " tensor", unused.size() > 1 ? "s" : "", " (", names, unused.size() > 3 ? ", ..." : "",
-                ") that the ", arch_name, " architecture does not use: the file holds parts kakeya does not implement, "
-                "or its metadata disagrees with its tensors");
-  }
+  RefuseUnusedTensors(loader, arch_name);
+  m->MoveMatricesToWeightBuffer();
+  return m;
+}
+
+std::unique_ptr<Model> Model::LoadDrafterStack(const std::string& path, const Architecture& arch,
+                                               const std::function<void(const ModelLoader&)>& bind_rest) {
+  std::unique_ptr<Model> m(new Model());
+  m->path_ = path;
+  m->gguf_ = GgufFile::Open(path);
+  m->arch_ = &arch;
+  m->tokenizer_ = Tokenizer::FromGguf(*m->gguf_);
+  m->hp_.arch = std::string(arch.name);
+  m->hp_.n_vocab = m->tokenizer_->n_vocab();
+  const ModelLoader loader(*m->gguf_, arch.name);
+  arch.load(loader, *m);
+  CheckLayers(loader, *m);
+  bind_rest(loader);
+  RefuseUnusedTensors(loader, arch.name);
   m->MoveMatricesToWeightBuffer();
   return m;
 }

@@ -5,6 +5,7 @@
 // architectures lives in one file per family (model/arch/).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,13 @@ class Model {
   // head norm and head where it has them, else the target's. It shares every
   // weight (owner and target must outlive it) and has no file or tokenizer.
   static std::unique_ptr<Model> NextnView(const Model& owner, const Model& target);
+  // A drafter's own stack of layers in a drafter file, read by `arch` (one
+  // outside the registry, e.g. kDSparkStages); `bind_rest` then binds the
+  // drafter's other tensors from the same loader, and a tensor neither bound
+  // is refused, as Load refuses it. Embeddings or head the file lacks stay
+  // null for the drafter to lend the target's.
+  static std::unique_ptr<Model> LoadDrafterStack(const std::string& path, const Architecture& arch,
+                                                 const std::function<void(const ModelLoader&)>& bind_rest);
 
   const HParams& hparams() const { return hp_; }
   const Architecture& architecture() const { return *arch_; }

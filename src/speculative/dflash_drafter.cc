@@ -43,7 +43,7 @@ void RefuseExtensions(const ModelLoader& loader) {
     loader.Fail(loader.Key("attention.sliding_window"), ": sliding-window drafters are not supported");
   }
   if (loader.FindU32("hyper_connection.count").value_or(0) > 0) {
-    loader.Fail(loader.Key("hyper_connection.count"), ": the DeepSeek-V4 DSpark backbone is not supported");
+    loader.Fail(loader.Key("hyper_connection.count"), ": a DSpark drafter (--spec dspark), not DFlash");
   }
   if (loader.FindBool("sample_from_anchor").value_or(false)) {
     loader.Fail(loader.Key("sample_from_anchor"),
@@ -124,8 +124,8 @@ DFlashDrafter::DFlashDrafter(const Model& target, const std::string& path, int n
   if (n_ctx < 1 || n_ctx > (1 << 24)) Fail("DFlash drafter: context size ", n_ctx, " is out of range");
   // Its rows are one stream of n_embd; a deepseek4 target's hidden state is four.
   if (target.hparams().n_hyper > 0) {
-    Fail(path, ": DFlash drafting for a ", target.hparams().arch, " target (hyper-connection streams: DSpark files) "
-         "is not supported yet");
+    Fail(path, ": a DFlash drafter for a ", target.hparams().arch,
+         " target, whose hidden state is several streams: such a target drafts with DSpark files (--spec dspark)");
   }
   Load(path);
   AllocateBuffers(n_ctx);

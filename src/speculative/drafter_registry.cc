@@ -9,6 +9,7 @@
 #include "speculative/auto_drafter.h"
 #include "speculative/dflash_drafter.h"
 #include "speculative/draft_model_drafter.h"
+#include "speculative/dspark_drafter.h"
 #include "speculative/mtp_drafter.h"
 #include "speculative/ngram_drafter.h"
 
@@ -26,7 +27,13 @@ bool IsMtpSidecar(const GgufFile& f) {
 bool Always(const Model&) { return true; }
 bool HasNextn(const Model& target) { return !target.nextn.empty(); }
 bool IsDraftModel(const GgufFile& f) { return FindArchitecture(ArchitectureOf(f)) != nullptr && !IsMtpSidecar(f); }
-bool IsDFlash(const GgufFile& f) { return ArchitectureOf(f) == "dflash"; }
+// A dflash file with a Markov head or hyper-connection stages is DSpark
+// (the reference tells them apart by the Markov head).
+bool IsDSpark(const GgufFile& f) {
+  return ArchitectureOf(f) == "dflash" &&
+         (f.FindTensor("markov_w1.weight") != nullptr || f.FindU32("dflash.hyper_connection.count").value_or(0) > 0);
+}
+bool IsDFlash(const GgufFile& f) { return ArchitectureOf(f) == "dflash" && !IsDSpark(f); }
 bool IsAssistant(const GgufFile& f) { return ArchitectureOf(f) == "gemma4-assistant"; }
 
 // One row per kind: name, alias, help, holds, built_in, shipped_suffix, make.
@@ -38,6 +45,8 @@ constexpr DrafterKind kKinds[] = {
      IsDraftModel, nullptr, "-draft.gguf", MakeDraftModelDrafter},
     {"dflash", "block", "DFlash block drafter: one forward proposes a whole block from the target's hidden states (--draft FILE)",
      IsDFlash, nullptr, "-dflash.gguf", MakeDFlashDrafter},
+    {"dspark", "", "DSpark: DeepSeek-V4's block drafter, deepseek4 stages and a Markov head over the target's hidden states (--draft FILE)",
+     IsDSpark, nullptr, "-dspark.gguf", MakeDSparkDrafter},
     {"mtp", "", "multi-token prediction: the target's NextN layers, or an MTP sidecar (--draft FILE)",
      IsMtpSidecar, HasNextn, "-mtp.gguf", MakeMtpDrafter},
     {"assistant", "mtp", "Gemma 4's assistant: a small stack that attends to the target's cache (--draft FILE)",
@@ -72,7 +81,7 @@ const DrafterKind& DrafterKindOfFile(const std::string& path) {
     if (k.holds != nullptr && k.holds(*file)) return k;
   }
   Fail(path, ": general.architecture = ", ArchitectureOf(*file), " is no drafter kakeya runs (a draft model's ",
-       SupportedArchitectureNames(), ", dflash, an MTP sidecar or gemma4-assistant)");
+       SupportedArchitectureNames(), ", dflash, dspark, an MTP sidecar or gemma4-assistant)");
 }
 
 std::vector<DrafterChoice> AvailableDrafters(const DrafterSources& sources, const Model& target) {

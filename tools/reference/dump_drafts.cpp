@@ -5,7 +5,7 @@
 // Built and run by scripts/dump-reference-drafts.sh.
 //
 //   dump_drafts -m TARGET.gguf -f PROMPT.txt -n N_PREDICT -o OUT.json
-//               [--spec-type draft-mtp] [--n-max 3] [-md DRAFT.gguf] [-t THREADS]
+//               [--spec-type draft-mtp|draft-dspark] [--n-max 3] [-md DRAFT.gguf] [-t THREADS]
 //
 // The drafter's logits are read by interposing llama_decode (see below): common_speculative_draft keeps
 // its decodes to itself, and only the last one's logits survive the call.
@@ -69,9 +69,13 @@ Options parse_options(int argc, char ** argv) {
     if (options.n_predict < 0) fail("-n N_PREDICT (>= 0) is required");
     if (options.n_threads < 1) fail("-t must be at least 1");
     if (options.n_max < 1) fail("--n-max must be at least 1");
-    // Only single-row drafters: draft_top[i] is then the i-th draft decode, which is what the schema says
-    // for MTP (the NextN block, or an assistant given with -md). A block drafter's rows map differently.
-    if (options.spec_type != "draft-mtp") fail("--spec-type '" + options.spec_type + "' is not supported (draft-mtp only)");
+    // Drafters whose output row i is proposal i: MTP (the i-th single-row draft decode: the NextN block, or an
+    // assistant given with -md) and DSpark with its anchor row proposing (row i of the one block decode). DFlash's
+    // rows are one off (its anchor proposes nothing), which the schema's draft_top does not say.
+    if (options.spec_type != "draft-mtp" && options.spec_type != "draft-dspark") {
+        fail("--spec-type '" + options.spec_type + "' is not supported (draft-mtp, draft-dspark)");
+    }
+    if (options.spec_type == "draft-dspark" && options.draft_path.empty()) fail("draft-dspark needs -md DSPARK.gguf");
     return options;
 }
 
@@ -175,7 +179,8 @@ int main(int argc, char ** argv) {
     // The type is what loads the NextN/MTP tensors (common_model_params_to_llama derives load_mtp from it) and
     // asks for n_rs_seq = n_max on the target (need_n_rs_seq), the snapshots that roll rejected drafts back
     // where the memory cannot just drop positions: libllama keeps it for deepseek4, clamps it to 0 for glm4moe.
-    params.speculative.types = {COMMON_SPECULATIVE_TYPE_DRAFT_MTP};
+    params.speculative.types = {options.spec_type == "draft-dspark" ? COMMON_SPECULATIVE_TYPE_DRAFT_DSPARK
+                                                                     : COMMON_SPECULATIVE_TYPE_DRAFT_MTP};
     params.speculative.draft.n_max = options.n_max;
     params.speculative.draft.n_min = 0;
     params.speculative.draft.p_min = 0.0f;

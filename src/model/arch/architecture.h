@@ -25,6 +25,11 @@ struct Architecture {
   void (*run_layer)(ForwardPass& pass, const Layer& layer, int il);
 };
 
+// A DSpark drafter's stack of deepseek4 stages in a dflash file
+// (speculative/dspark_drafter.h). Not in the registry: a dflash file is a
+// drafter, not a model of its own (Model::LoadDrafterStack).
+extern const Architecture kDSparkStages;
+
 // The architecture named `name`, or nullptr.
 const Architecture* FindArchitecture(std::string_view name);
 // "llama, qwen2, ..." for messages.

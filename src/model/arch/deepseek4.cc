@@ -4,6 +4,7 @@
 // blocks (model/forward_pass_deepseek4.cc, cache/compressed_kv.h); a
 // mixture of experts routed by sqrt(softplus) scores, or by the token id in
 // the first layers, with a clamped SwiGLU and an ungated shared expert.
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -17,7 +18,7 @@ namespace {
 
 struct Deepseek4Keys {
   int n_head, head_dim, n_rot, q_lora, window, groups, o_lora;
-  int index_heads, index_dim, index_top_k, n_hash;
+  int index_heads = 0, index_dim = 0, index_top_k = 0, n_hash;
   std::vector<int> ratios;
   std::vector<float> clamp_experts, clamp_shared;
   YarnRope raw_rope, compressed_rope;
@@ -79,14 +80,6 @@ Deepseek4Keys ReadKeys(const ModelLoader& loader, const HParams& hp) {
   if (k.n_head % k.groups != 0) {
     loader.Fail(loader.Key("attention.output_group_count"), " = ", k.groups, " does not divide ", k.n_head, " heads");
   }
-  k.index_heads = loader.PositiveInt("attention.indexer.head_count");
-  k.index_dim = loader.PositiveInt("attention.indexer.key_length");
-  k.index_top_k = loader.OptionalInt("attention.indexer.top_k", 0);
-  if (k.index_top_k < 1) loader.Fail(loader.Key("attention.indexer.top_k"), " = ", k.index_top_k, " must be at least 1");
-  if (k.n_rot % 2 != 0 || k.n_rot > k.head_dim || k.n_rot > k.index_dim || k.n_rot > 512) {
-    loader.Fail(loader.Key("rope.dimension_count"), " = ", k.n_rot, " must be even and at most the key lengths (",
-                k.head_dim, ", indexer ", k.index_dim, ")");
-  }
   const std::string ratios_key = loader.Key("attention.compress_ratios");
   const std::vector<int64_t> ratios = loader.gguf().GetIntArray(ratios_key);
   if (static_cast<int>(ratios.size()) < hp.n_layer) {
@@ -98,6 +91,21 @@ Deepseek4Keys ReadKeys(const ModelLoader& loader, const HParams& hp) {
     }
     k.ratios.push_back(static_cast<int>(ratios[il]));
   }
+  // The indexer and the compressed layers' RoPE only where a layer compresses
+  // (a DSpark drafter's stages do not).
+  const bool compresses = std::any_of(k.ratios.begin(), k.ratios.end(), [](int r) { return r != 0; });
+  if (std::find(k.ratios.begin(), k.ratios.end(), 4) != k.ratios.end()) {
+    k.index_heads = loader.PositiveInt("attention.indexer.head_count");
+    k.index_dim = loader.PositiveInt("attention.indexer.key_length");
+    k.index_top_k = loader.OptionalInt("attention.indexer.top_k", 0);
+    if (k.index_top_k < 1) {
+      loader.Fail(loader.Key("attention.indexer.top_k"), " = ", k.index_top_k, " must be at least 1");
+    }
+  }
+  if (k.n_rot % 2 != 0 || k.n_rot > k.head_dim || (k.index_dim > 0 && k.n_rot > k.index_dim) || k.n_rot > 512) {
+    loader.Fail(loader.Key("rope.dimension_count"), " = ", k.n_rot, " must be even and at most the key lengths (",
+                k.head_dim, ", indexer ", k.index_dim, ")");
+  }
   k.n_hash = loader.OptionalInt("hash_layer_count", 0);
   if (const uint32_t f = loader.FindU32("expert_gating_func").value_or(0); f != 4) {
     loader.Fail(loader.Key("expert_gating_func"), " = ", f, ": deepseek4 routes by sqrt(softplus) (4)");
@@ -108,7 +116,7 @@ Deepseek4Keys ReadKeys(const ModelLoader& loader, const HParams& hp) {
                        : k.clamp_experts;
   k.raw_rope.dims = k.n_rot;
   k.raw_rope.base = loader.FindF32("rope.freq_base").value_or(10000.0f);
-  k.compressed_rope = CompressedRope(loader, k.n_rot);
+  k.compressed_rope = compresses ? CompressedRope(loader, k.n_rot) : k.raw_rope;
   for (float base : {k.raw_rope.base, k.compressed_rope.base}) {
     if (!(base > 0.0f) || !std::isfinite(base)) loader.Fail("rope base ", base, " is out of range");
   }
@@ -195,10 +203,10 @@ void BindLayer(const ModelLoader& loader, const HParams& hp, const Deepseek4Keys
   L.shared_expert.clamp = k.clamp_shared[il] > 1e-6f ? k.clamp_shared[il] : 0.0f;
 }
 
-void LoadDeepseek4(const ModelLoader& loader, Model& model) {
+// The streams' keys and every layer, for a deepseek4 file and a DSpark
+// drafter's stages alike.
+void LoadStreamsAndLayers(const ModelLoader& loader, Model& model, const Deepseek4Keys& k) {
   HParams& hp = model.mutable_hparams();
-  ReadCommonKeys(loader, hp);
-  const Deepseek4Keys k = ReadKeys(loader, hp);
   if (const int hc = loader.PositiveInt("hyper_connection.count"); hc != kHyperStreams) {
     loader.Fail(loader.Key("hyper_connection.count"), " = ", hc, ": deepseek4 files have ", kHyperStreams, " streams");
   }
@@ -211,16 +219,46 @@ void LoadDeepseek4(const ModelLoader& loader, Model& model) {
   const ExpertKeys experts = ReadExpertKeys(loader, 0);
   const int n_shared = loader.OptionalInt("expert_shared_count", 0);
   if (n_shared < 1 || n_shared > 64) loader.Fail(loader.Key("expert_shared_count"), " = ", n_shared, " is out of range (1 .. 64)");
-  if (k.n_hash >= loader.TrunkLayers()) {
-    loader.Fail(loader.Key("hash_layer_count"), " = ", k.n_hash, " leaves no trunk layer routed by its scores");
-  }
-
-  BindEmbeddingsAndHead(loader, model, /*tied=*/false);
   model.hc_head = BindMixer(loader, "output_hc_", hp.n_embd, kHyperStreams, 1);
   model.layers.resize(hp.n_layer);
   for (int il = loader.FirstBlock(); il < hp.n_layer; ++il) {
     BindLayer(loader, hp, k, experts, n_shared, il, model.layers[il]);
   }
+}
+
+void LoadDeepseek4(const ModelLoader& loader, Model& model) {
+  HParams& hp = model.mutable_hparams();
+  ReadCommonKeys(loader, hp);
+  const Deepseek4Keys k = ReadKeys(loader, hp);
+  if (k.n_hash >= loader.TrunkLayers()) {
+    loader.Fail(loader.Key("hash_layer_count"), " = ", k.n_hash, " leaves no trunk layer routed by its scores");
+  }
+  BindEmbeddingsAndHead(loader, model, /*tied=*/false);
+  LoadStreamsAndLayers(loader, model, k);
+}
+
+// A DSpark drafter's stages (docs/formats/deepseek4.md 8): deepseek4 layers
+// with the raw window only and no hash routing, whose block rows see one
+// another unless dflash.attention.causal; the embeddings and head are the
+// drafter's own where it has them (else the drafter lends the target's).
+void LoadDSparkStages(const ModelLoader& loader, Model& model) {
+  HParams& hp = model.mutable_hparams();
+  ReadCommonKeys(loader, hp);
+  const std::string ratios_key = loader.Key("attention.compress_ratios");
+  const std::vector<int64_t> ratios = loader.gguf().GetIntArray(ratios_key);
+  for (size_t il = 0; il < ratios.size(); ++il) {
+    if (ratios[il] != 0) {
+      loader.Fail(ratios_key, "[", il, "] = ", ratios[il], ": a DSpark drafter's stages attend to the raw window only (0)");
+    }
+  }
+  const Deepseek4Keys k = ReadKeys(loader, hp);
+  if (k.n_hash != 0) loader.Fail(loader.Key("hash_layer_count"), " = ", k.n_hash, ": DSpark stages route by scores");
+  model.output_norm = loader.Vector("output_norm.weight", hp.n_embd);
+  model.token_embd = loader.OptionalMatrix("token_embd.weight", hp.n_embd, hp.n_vocab);
+  model.output = loader.OptionalMatrix("output.weight", hp.n_embd, hp.n_vocab);
+  LoadStreamsAndLayers(loader, model, k);
+  const bool causal = loader.FindBool("attention.causal").value_or(false);
+  for (Layer& L : model.layers) L.hybrid.causal = causal;
 }
 
 void RunDeepseek4Layer(ForwardPass& p, const Layer& L, int il) {
@@ -240,5 +278,6 @@ void RunDeepseek4Layer(ForwardPass& p, const Layer& L, int il) {
 
 extern const Architecture kDeepseek4;
 const Architecture kDeepseek4 = {"deepseek4", LoadDeepseek4, RunDeepseek4Layer};
+const Architecture kDSparkStages = {"dflash", LoadDSparkStages, RunDeepseek4Layer};
 
 }  // namespace kakeya
