@@ -232,6 +232,7 @@ INSTANTIATE_TEST_SUITE_P(
     EachKind, DrafterLoadEdits,
     ::testing::Values(
         DrafterFile{"dflash", fixture::ModelPath("g4moe-dflash-f32", "models2"), fixture::ModelPath("g4moe-f32", "models2")},
+        DrafterFile{"dspark", fixture::ModelPath("ds4-dspark-f32", "models3"), fixture::ModelPath("ds4-f32", "models3")},
         DrafterFile{"assistant", fixture::ModelPath("g4moe-assistant-f32", "models2"),
                     fixture::ModelPath("g4moe-f32", "models2")},
         DrafterFile{"dflash", kShipped + "kakeya-pystdlib-dflash.gguf", kShipped + "kakeya-pystdlib.gguf"},

@@ -126,7 +126,7 @@ TEST(NoAllocationCacheTypes, DecodeStepsDoNotAllocateWithAnyCacheType) {
 
 // The drafters that read the target (taps, Observe) and auto: the shipped
 // target with its DFlash and MTP files, gemma4 with its assistant, glm4moe
-// and deepseek4 with their own NextN layers.
+// and deepseek4 with its own NextN layers and a DSpark file.
 TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "operator new cannot be counted under AddressSanitizer";
@@ -141,7 +141,9 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
                                    {shipped + ".gguf", "auto", ""},
                                    {models2 + "g4moe-q8_0.gguf", "assistant", models2 + "g4moe-assistant-f32.gguf"},
                                    {models2 + "glm4moe-mtp-f32.gguf", "mtp", ""},
-                                   {std::string(KAKEYA_FIXTURES) + "/models3/ds4-q8_0.gguf", "mtp", ""}};
+                                   {std::string(KAKEYA_FIXTURES) + "/models3/ds4-q8_0.gguf", "mtp", ""},
+                                   {std::string(KAKEYA_FIXTURES) + "/models3/ds4-q8_0.gguf", "dspark",
+                                    std::string(KAKEYA_FIXTURES) + "/models3/ds4-dspark-f32.gguf"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.target + " " + c.kind + " " + c.draft);
     const std::unique_ptr<Model> model = Model::Load(c.target);
