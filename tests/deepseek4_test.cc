@@ -126,13 +126,6 @@ class Deepseek4BadInput : public ::testing::Test {
     WriteEditedCopy(Fixture("ds4-f32"), path, metadata, tensors);
     return path;
   }
-  static MetadataEdit SetU32(const std::string& key, uint32_t value) {
-    return [=](GgufWriter& w, const GgufKv& kv) {
-      if (kv.key != key) return false;
-      w.SetU32(key, value);
-      return true;
-    };
-  }
   TempDir dir_{"deepseek4_test"};
 };
 

@@ -426,22 +426,10 @@ TEST(DFlashDrafter, RefusesFilesThatDoNotFitTheTarget) {
     WriteEditedCopy(kDrafter, path, keys, tensors);
     return path;
   };
-  auto set_u32 = [](const std::string& key, uint32_t value) {
-    return [=](GgufWriter& w, const GgufKv& kv) {
-      if (kv.key != key) return false;
-      w.SetU32(key, value);
-      return true;
-    };
-  };
-  ExpectDrafterError(*target, variant("n_embd", set_u32("dflash.embedding_length", 64)),
+  ExpectDrafterError(*target, variant("n_embd", SetU32("dflash.embedding_length", 64)),
                      "embedding_length = 64 does not match the target's hidden size 128");
   ExpectDrafterError(*target,
-                     variant("taps",
-                             [](GgufWriter& w, const GgufKv& kv) {
-                               if (kv.key != "dflash.target_layers") return false;
-                               w.SetI32Array(kv.key, {1, 3, 9});
-                               return true;
-                             }),
+                     variant("taps", SetI32Array("dflash.target_layers", {1, 3, 9})),
                      "names target layer 9 but the target");
   ExpectDrafterError(*target,
                      variant("vocab",
@@ -451,7 +439,7 @@ TEST(DFlashDrafter, RefusesFilesThatDoNotFitTheTarget) {
                                return true;
                              }),
                      "EOS id is 1 but the target's is 2");
-  ExpectDrafterError(*target, variant("mask", set_u32("tokenizer.ggml.mask_token_id", 8000)),
+  ExpectDrafterError(*target, variant("mask", SetU32("tokenizer.ggml.mask_token_id", 8000)),
                      "mask_token_id is missing or out of range");
   ExpectDrafterError(*target,
                      variant("swa",

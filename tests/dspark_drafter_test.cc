@@ -165,14 +165,6 @@ void ExpectDrafterError(const Model& target, const std::string& path, const std:
   }
 }
 
-MetadataEdit SetU32(const std::string& key, uint32_t value) {
-  return [=](GgufWriter& w, const GgufKv& kv) {
-    if (kv.key != key) return false;
-    w.SetU32(key, value);
-    return true;
-  };
-}
-
 TEST(DSparkDrafter, RefusesFilesThatDoNotFit) {
   const std::unique_ptr<Model> target = Model::Load(kTarget);
   TempDir dir("dspark");
@@ -181,20 +173,9 @@ TEST(DSparkDrafter, RefusesFilesThatDoNotFit) {
     WriteEditedCopy(kDrafter, path, keys, tensors);
     return path;
   };
-  ExpectDrafterError(*target, variant("taps",
-                                      [](GgufWriter& w, const GgufKv& kv) {
-                                        if (kv.key != "dflash.target_layers") return false;
-                                        w.SetI32Array(kv.key, {1, 3, 9});
-                                        return true;
-                                      }),
+  ExpectDrafterError(*target, variant("taps", SetI32Array("dflash.target_layers", {1, 3, 9})),
                      "names target layer 9 but the target");
-  ExpectDrafterError(*target,
-                     variant("ratios",
-                             [](GgufWriter& w, const GgufKv& kv) {
-                               if (kv.key != "dflash.attention.compress_ratios") return false;
-                               w.SetI32Array(kv.key, {0, 4});
-                               return true;
-                             }),
+  ExpectDrafterError(*target, variant("ratios", SetI32Array("dflash.attention.compress_ratios", {0, 4})),
                      "dflash.attention.compress_ratios[1] = 4: a DSpark drafter's stages attend to the raw window only");
   ExpectDrafterError(*target, variant("streams", SetU32("dflash.hyper_connection.count", 2)),
                      "dflash.hyper_connection.count = 2");

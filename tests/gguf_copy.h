@@ -14,6 +14,24 @@ namespace kakeya {
 // Called for every key first; returns true when it wrote (or dropped) the key itself.
 using MetadataEdit = std::function<bool(GgufWriter&, const GgufKv&)>;
 
+// The edit that gives `key` (present in the file) another U32 value.
+inline MetadataEdit SetU32(const std::string& key, uint32_t value) {
+  return [=](GgufWriter& w, const GgufKv& kv) {
+    if (kv.key != key) return false;
+    w.SetU32(key, value);
+    return true;
+  };
+}
+
+// The edit that gives `key` (present in the file) another I32 array.
+inline MetadataEdit SetI32Array(const std::string& key, std::vector<int32_t> values) {
+  return [=](GgufWriter& w, const GgufKv& kv) {
+    if (kv.key != key) return false;
+    w.SetI32Array(key, values);
+    return true;
+  };
+}
+
 inline void CopyMetadata(const GgufFile& src, GgufWriter& w, const MetadataEdit& edit) {
   for (const GgufKv& kv : src.metadata()) {
     if (edit && edit(w, kv)) continue;

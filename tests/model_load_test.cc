@@ -29,14 +29,6 @@ class ModelLoadTest : public ::testing::Test {
   TempDir dir_{"model_load_test"};
 };
 
-MetadataEdit SetU32(const std::string& key, uint32_t value) {
-  return [=](GgufWriter& w, const GgufKv& kv) {
-    if (kv.key != key) return false;
-    w.SetU32(key, value);
-    return true;
-  };
-}
-
 TensorEdit Drop(const std::string& name) {
   return [=](GgufWriter&, const GgufTensor& t) { return t.name == name; };
 }

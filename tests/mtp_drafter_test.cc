@@ -285,14 +285,6 @@ void WriteGlmSidecar(const std::string& path, const MetadataEdit& edit_keys = {}
   });
 }
 
-MetadataEdit SetU32(const std::string& key, uint32_t value) {
-  return [=](GgufWriter& w, const GgufKv& kv) {
-    if (kv.key != key) return false;
-    w.SetU32(key, value);
-    return true;
-  };
-}
-
 TEST(MtpSidecar, ProposesExactlyWhatTheBlockInTheTargetFileProposes) {
   TempDir dir("mtp_sidecar");
   const std::string sidecar = dir.File("glm-mtp.gguf");
