@@ -4,7 +4,9 @@
 # the reference engine, llama.cpp: every text of TEXTS.inp tokenized with
 # add-special and parse-special off, as its test-tokenizer-0 does.
 #
-#   scripts/dump-reference-tokens.sh VOCAB.gguf TEXTS.inp OUT.out [--verbose]
+#   scripts/dump-reference-tokens.sh VOCAB.gguf TEXTS.inp OUT.out [--parse-special] [--verbose]
+#
+# --parse-special tokenizes with parse-special on instead (add-special stays off).
 #
 # The program is tools/reference/dump_tokens.cpp, compiled with g++ against the
 # llama.cpp that scripts/compare-reference.sh builds in $KAKEYA_REF_DIR
@@ -17,7 +19,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-tool.sh"
 
 if [ $# -lt 3 ]; then
-  echo "usage: $0 VOCAB.gguf TEXTS.inp OUT.out [--verbose]" >&2
+  echo "usage: $0 VOCAB.gguf TEXTS.inp OUT.out [--parse-special] [--verbose]" >&2
   exit 2
 fi
 vocab=$1 inp=$2 out=$3

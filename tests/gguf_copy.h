@@ -23,6 +23,15 @@ inline MetadataEdit SetU32(const std::string& key, uint32_t value) {
   };
 }
 
+// The edit that gives `key` (present in the file) another string value.
+inline MetadataEdit SetString(const std::string& key, std::string value) {
+  return [=](GgufWriter& w, const GgufKv& kv) {
+    if (kv.key != key) return false;
+    w.SetString(key, value);
+    return true;
+  };
+}
+
 // The edit that gives `key` (present in the file) another I32 array.
 inline MetadataEdit SetI32Array(const std::string& key, std::vector<int32_t> values) {
   return [=](GgufWriter& w, const GgufKv& kv) {

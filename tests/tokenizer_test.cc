@@ -11,6 +11,11 @@
 // (llama-bpe's vocabulary with the deepseek-v3 pre-tokenizer: the .inp and
 // .out made by scripts/make-tokenizer-fixture.sh with the reference engine,
 // the vocabulary written by the test), whose .inp adds 14 texts of its own.
+// The twelfth, ggml-vocab-qwen35 (qwen2's vocabulary with the qwen35
+// pre-tokenizer, written by the test as well), has llama.cpp's own .inp and
+// ids made by the reference engine with the same script. So have the
+// special-tokens texts, tokenized on qwen2 and qwen35 with parse_special off
+// and on.
 #include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -90,25 +96,22 @@ const Tokenizer& TokenizerFor(const fs::path& path) {
   return *loaded.tokenizer;
 }
 
-// deepseek-v3's vocabulary is llama-bpe's with tokenizer.ggml.pre changed
-// (scripts/make-tokenizer-fixture.sh): written here rather than kept twice.
-fs::path DeepseekV3Vocabulary() {
+// deepseek-v3's vocabulary is llama-bpe's and qwen35's is qwen2's, with
+// tokenizer.ggml.pre changed (scripts/make-tokenizer-fixture.sh): written here
+// rather than kept twice.
+fs::path VocabularyWithPre(const std::string& from, const std::string& pre) {
   static TempDir dir("tokenizer_test");
-  const std::string path = dir.File("ggml-vocab-deepseek-v3.gguf");
+  const std::string path = dir.File("ggml-vocab-" + pre + ".gguf");
   if (!fs::exists(path)) {
-    WriteEditedCopy((kFixtures / "tokenizer" / "ggml-vocab-llama-bpe.gguf").string(), path,
-                    [](GgufWriter& w, const GgufKv& kv) {
-                      if (kv.key != "tokenizer.ggml.pre") return false;
-                      w.SetString(kv.key, "deepseek-v3");
-                      return true;
-                    },
-                    nullptr);
+    WriteEditedCopy((kFixtures / "tokenizer" / ("ggml-vocab-" + from + ".gguf")).string(), path,
+                    SetString("tokenizer.ggml.pre", pre), nullptr);
   }
   return path;
 }
 
 const Tokenizer& Vocab(const std::string& name) {
-  if (name == "deepseek-v3") return TokenizerFor(DeepseekV3Vocabulary());
+  if (name == "deepseek-v3") return TokenizerFor(VocabularyWithPre("llama-bpe", name));
+  if (name == "qwen35") return TokenizerFor(VocabularyWithPre("qwen2", name));
   return TokenizerFor(kFixtures / "tokenizer" / ("ggml-vocab-" + name + ".gguf"));
 }
 
@@ -134,7 +137,16 @@ std::string Ids(const std::vector<TokenId>& ids) {
 const std::vector<std::string> kVocabs = {
     "llama-spm", "llama-spm-8000", "phi-3",     "llama-bpe", "qwen2",
     "gpt-2",     "deepseek-coder", "starcoder", "falcon",    "gemma-4",   "deepseek-v3",
+    "qwen35",
 };
+
+// The 46 texts every .inp shares, and the extra ones of the fixtures made with
+// scripts/make-tokenizer-fixture.sh.
+size_t TextCount(const std::string& vocab) {
+  if (vocab == "deepseek-v3") return 60;
+  if (vocab == "qwen35") return 50;
+  return 46;
+}
 
 class VocabTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -145,7 +157,7 @@ TEST_P(VocabTest, EncodeMatchesLlamaCpp) {
   const Tokenizer& tok = Vocab(GetParam());
   const auto texts = ReadTexts(Base().string() + ".inp");
   const auto expected = ReadIds(Base().string() + ".out");
-  ASSERT_EQ(texts.size(), GetParam() == "deepseek-v3" ? 60u : 46u);
+  ASSERT_EQ(texts.size(), TextCount(GetParam()));
   ASSERT_EQ(expected.size(), texts.size());
   int passed = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
@@ -187,6 +199,44 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, VocabTest, ::testing::ValuesIn(kVocabs), [](c
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 });
+
+// special-tokens.inp on qwen2 and qwen35, with parse_special off and on: the
+// ids of the reference engine (scripts/make-tokenizer-fixture.sh). The texts
+// hold CONTROL and USER_DEFINED tokens' text and "</s>", a NORMAL token in
+// these GGUFs that llama.cpp forces to CONTROL (tokenizer.cc,
+// kEndOfGenerationTexts): one token with parse_special, plain text without.
+class SpecialTokensTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(SpecialTokensTest, EncodeMatchesLlamaCpp) {
+  const auto& [vocab, parse_special] = GetParam();
+  const Tokenizer& tok = Vocab(vocab);
+  const fs::path dir = kFixtures / "tokenizer";
+  const auto texts = ReadTexts(dir / "special-tokens.inp");
+  const std::string out = "ggml-vocab-" + vocab + ".gguf.special-tokens" +
+                          (parse_special ? ".parse-special" : "") + ".out";
+  const auto expected = ReadIds(dir / out);
+  ASSERT_EQ(texts.size(), 24u);
+  ASSERT_EQ(expected.size(), texts.size());
+  int passed = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::vector<TokenId> ids = tok.Encode(texts[i], /*add_special=*/false, parse_special);
+    EXPECT_EQ(Ids(ids), Ids(expected[i])) << out << " test " << i + 1 << " text " << texts[i];
+    passed += ids == expected[i];
+    // Specials rendered, the text comes back whole (no clean-up for these
+    // pre-tokenizers).
+    EXPECT_EQ(Hex(tok.Decode(ids, /*render_special=*/true)), Hex(texts[i]))
+        << out << " test " << i + 1;
+  }
+  std::printf("%s: %d/%zu texts tokenized exactly like llama.cpp\n", out.c_str(), passed,
+              texts.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, SpecialTokensTest,
+    ::testing::Combine(::testing::Values("qwen2", "qwen35"), ::testing::Bool()),
+    [](const auto& info) {
+      return std::get<0>(info.param) + (std::get<1>(info.param) ? "_parse_special" : "_plain");
+    });
 
 // Every model fixture: llama.cpp's prompt ids (BOS added, special text
 // parsed) and the bytes of each generated token rendered with specials.
@@ -255,15 +305,18 @@ TEST(Tokenizer, SpecialTokensAndDefaults) {
   EXPECT_EQ(qwen.Decode(chat, false), "user\nhi");
 }
 
-TEST(Tokenizer, Phi3UserDefinedTokensMatchWithRstrip) {
-  // In this GGUF "</s>" is USER_DEFINED, so it is matched even without
-  // parse_special, and llama.cpp marks it RSTRIP for Phi-3 models (by
-  // general.name): the spaces after it are dropped, then the space prefix
-  // that follows any special token is added.
+TEST(Tokenizer, Phi3SpecialTokensRstrip) {
+  // llama.cpp marks Phi-3's special tokens RSTRIP (by general.name), "</s>"
+  // included: the spaces after it are dropped, then the space prefix that
+  // follows any special token is added. "</s>" is USER_DEFINED in this GGUF,
+  // but llama.cpp forces it to CONTROL (kEndOfGenerationTexts), so only
+  // parse_special cuts it out. Ids from the reference engine
+  // (scripts/dump-reference-tokens.sh, with and without --parse-special).
   const Tokenizer& phi3 = Vocab("phi-3");
+  EXPECT_EQ(Ids(phi3.Encode("Hello</s>   world", false, true)), Ids({15043, 2, 3186}));
+  EXPECT_EQ(Ids(phi3.Encode("Hello</s>world", false, true)), Ids({15043, 2, 3186}));
   EXPECT_EQ(Ids(phi3.Encode("Hello</s>   world", false, false)),
-            Ids(phi3.Encode("Hello</s>world", false, false)));
-  EXPECT_EQ(phi3.Encode("Hello</s>world", false, false)[1], 2);
+            Ids({15043, 829, 29879, 29958, 259, 3186}));
   EXPECT_TRUE(phi3.IsEndOfGeneration(32000));  // <|endoftext|>, the EOS
   ASSERT_EQ(phi3.TokenText(32007), "<|end|>");
   EXPECT_TRUE(phi3.IsEndOfGeneration(32007));
@@ -461,6 +514,41 @@ TEST(Tokenizer, TinyGemma4Works) {
   const GgufWriter no_bos = Gemma4Writer(/*with_bos=*/false);
   EXPECT_NE(ErrorOf(no_bos).find("tokenizer.ggml.bos_token_id"), std::string::npos)
       << ErrorOf(no_bos);
+}
+
+// The texts llama.cpp forces to CONTROL, and the ones it takes back: with
+// "<|return|>" and "<|call|>" present, "<|end|>" (here CONTROL and the EOS)
+// becomes USER_DEFINED and no end of generation, and so does gpt-oss's
+// "<|channel|>"; with "<|tool_response>" present, "</s>" stays NORMAL. The ids
+// are the reference engine's for this vocabulary written to a file
+// (scripts/dump-reference-tokens.sh, with and without --parse-special), the
+// end-of-generation set its llama_vocab_is_eog.
+TEST(Tokenizer, ForcedTokenTypesLikeLlamaCpp) {
+  GgufWriter w;
+  w.SetString("tokenizer.ggml.model", "gpt2");
+  w.SetString("tokenizer.ggml.pre", "gpt-2");
+  std::vector<std::string> tokens = {"<|end|>",     "<|return|>", "<|call|>",
+                                     "<|channel|>", "</s>",       "<|tool_response>", "\u010a"};
+  for (char c : std::string_view("<|endrtucalh/so_p>x")) tokens.emplace_back(1, c);
+  std::vector<int32_t> types(tokens.size(), kTokenNormal);
+  for (size_t i = 0; i < 4; ++i) types[i] = kTokenControl;
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetI32Array("tokenizer.ggml.token_type", types);
+  w.SetStringArray("tokenizer.ggml.merges", {});
+  w.SetU32("tokenizer.ggml.eos_token_id", 0);
+  std::vector<uint8_t> bytes;
+  const auto tok = FromWriter(w, bytes);
+
+  const std::string text = "<|end|>x<|channel|>x</s>x<|tool_response>x<|return|>x<|call|>";
+  EXPECT_EQ(Ids(tok->Encode(text, false, false)),
+            Ids({0,  25, 3,  25, 7,  19, 20, 24, 25, 7,  8,  13, 21, 21, 17,
+                 22, 12, 9,  20, 23, 21, 10, 20, 9,  24, 25, 7,  8,  12, 9,
+                 13, 14, 12, 10, 8,  24, 25, 7,  8,  15, 16, 17, 17, 8,  24}));
+  EXPECT_EQ(Ids(tok->Encode(text, false, true)),
+            Ids({0, 25, 3, 25, 7, 19, 20, 24, 25, 5, 25, 1, 25, 2}));
+  for (TokenId id = 0; id < 7; ++id) {
+    EXPECT_EQ(tok->IsEndOfGeneration(id), id == 1 || id == 2 || id == 5) << tokens[id];
+  }
 }
 
 TEST(Tokenizer, ErrorsNameTheKey) {

@@ -16,6 +16,12 @@ constexpr const char* kLlama3 =
 constexpr const char* kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen3.5's: QWEN2 with combining marks (\p{M}) kept with the letters before
+// them and never taken into a punctuation run.
+constexpr const char* kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 constexpr const char* kThreeDigits = "[0-9][0-9][0-9]";
 
 struct Entry {
@@ -50,6 +56,7 @@ const Entry kEntries[] = {
      .regexes = {kQwen2},
      .clean_spaces = false},
     {.names = {"stablelm2", "megrez"}, .regexes = {kQwen2}},
+    {.names = {"qwen35"}, .regexes = {kQwen35}, .clean_spaces = false},
     {.names = {"deepseek-coder"},
      .regexes = {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", "[一-龥ࠀ-一가-퟿]+", "\\p{N}"},
      .clean_spaces = false},

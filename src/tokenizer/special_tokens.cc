@@ -16,6 +16,9 @@ std::vector<Tokenizer::Fragment> Tokenizer::SplitSpecial(std::string_view text,
   for (TokenId id : special_tokens_) {
     // Without parse_special, USER_DEFINED tokens are still matched
     // (Hugging Face compatible); CONTROL and UNKNOWN text stays plain text.
+    // The types are llama.cpp's after its fix-ups (tokenizer.cc), so the
+    // text of an end-of-generation token, "</s>" say, is CONTROL here even
+    // where the GGUF says NORMAL or USER_DEFINED.
     if (!parse_special && !HasType(id, kTokenUserDefined)) continue;
     const std::string_view special = texts_[id];
     next.clear();

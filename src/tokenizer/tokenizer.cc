@@ -17,15 +17,28 @@ namespace {
 constexpr std::string_view kTokensKey = "tokenizer.ggml.tokens";
 constexpr std::string_view kTypesKey = "tokenizer.ggml.token_type";
 
-// Texts that llama.cpp treats as end of generation whatever the metadata says
-// (and forces to CONTROL, so they are not rendered as text by default).
-// The last three are Gemma 4's: end of sequence, end of turn, and a tool call
-// that waits for its response.
+// Texts that llama.cpp treats as end of generation whatever the metadata says,
+// and forces to CONTROL. Being CONTROL, such a token is not rendered as text
+// by default, and its text is cut out of the input whole only with
+// parse_special; without it the text is tokenized as plain text, even where
+// the GGUF says NORMAL or USER_DEFINED. That is why Qwen2's vocabulary, whose
+// "</s>" (128247) is a NORMAL token, gives "</s>" as that one token with
+// parse_special and as "</", "s", ">" without, and why Phi-3's USER_DEFINED
+// "</s>" is matched only with parse_special. The list is llama.cpp's, with the
+// texts of Gemma 4 (<eos>, <turn|>, <|tool_response>), PaddleOCR (</s>),
+// gpt-oss's harmony format, Solar Open, Kimi-K2, DeepSeek-OCR and MiniMax;
+// BuildEndOfGeneration takes two of them back as llama.cpp does.
 constexpr std::string_view kEndOfGenerationTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>",          "<end_of_turn>",   "<|endoftext|>",
-    "<|eom_id|>", "<EOT>",      "_<EOT>",           "<|end_of_text|>", "<end_of_utterance>",
-    "<eos>",      "<turn|>",    "<|tool_response>",
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<｜end▁of▁sentence｜>", "[e~[",
 };
+
+// gpt-oss's harmony markers, which llama.cpp makes USER_DEFINED whatever the
+// GGUF says so that they are always rendered.
+constexpr std::string_view kAlwaysRenderedTexts[] = {
+    "<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
 
 // Special ids llama.cpp finds by text when their key is missing; found tokens
 // are forced to CONTROL, and some are end of generation. llama.cpp takes the
@@ -40,22 +53,24 @@ struct DetectedId {
 const DetectedId kDetectedIds[] = {
     {{"tokenizer.ggml.eot_token_id"},
      {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-      "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>"},
+      "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"},
      true},
     {{"tokenizer.ggml.eom_token_id"}, {"<|eom_id|>"}, true},
     {{"tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"},
      {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<｜fim▁begin｜>", "<PRE>", "▁<PRE>",
-      "<|code_prefix|>"},
+      "<|code_prefix|>", "<|prefix|>"},
      false},
     {{"tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"},
      {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<｜fim▁hole｜>", "<SUF>", "▁<SUF>",
-      "<|code_suffix|>"},
+      "<|code_suffix|>", "<|suffix|>"},
      false},
     {{"tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"},
      {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>",
-      "<|code_middle|>"},
+      "<|code_middle|>", "<|middle|>"},
      false},
-    {{"tokenizer.ggml.fim_pad_token_id"}, {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"}, true},
+    {{"tokenizer.ggml.fim_pad_token_id"},
+     {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"},
+     true},
     {{"tokenizer.ggml.fim_rep_token_id"},
      {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"},
      true},
@@ -164,7 +179,30 @@ void Tokenizer::BuildEndOfGeneration(const GgufFile& gguf) {
     ids.insert(id);
     types_[id] = kTokenControl;
   }
+  for (std::string_view text : kAlwaysRenderedTexts) {
+    if (const TokenId id = FindToken(text); id >= 0) types_[id] = kTokenUserDefined;
+  }
   ids.erase(-1);
+
+  // The two texts of the list llama.cpp takes back, judging by the others
+  // present: in gpt-oss's and Solar Open's vocabularies "<|end|>" ends a
+  // message, not the generation, and is made USER_DEFINED; in Gemma 4's
+  // (known by its "<|tool_response>") "</s>" is plain text, made NORMAL.
+  const auto present = [&](std::string_view text) {
+    const TokenId id = FindToken(text);
+    return id >= 0 && ids.contains(id);
+  };
+  const bool has_call = present("<|call|>") || present("<|calls|>");
+  if (present("<|end|>") && has_call && (present("<|return|>") || present("<|flush|>"))) {
+    const TokenId end = FindToken("<|end|>");
+    ids.erase(end);
+    types_[end] = kTokenUserDefined;
+  }
+  if (present("</s>") && present("<|tool_response>")) {
+    const TokenId s = FindToken("</s>");
+    ids.erase(s);
+    types_[s] = kTokenNormal;
+  }
   end_of_generation_.assign(ids.begin(), ids.end());
 }
 

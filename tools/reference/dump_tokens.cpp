@@ -3,7 +3,10 @@
 // does it, with add-special and parse-special off. Only the vocabulary is loaded, so any GGUF works,
 // vocab-only files included. Built and run by scripts/dump-reference-tokens.sh.
 //
-//   dump_tokens -m VOCAB.gguf -i TEXTS.inp -o OUT.out [--verbose]
+//   dump_tokens -m VOCAB.gguf -i TEXTS.inp -o OUT.out [--parse-special] [--verbose]
+//
+// --parse-special turns llama.cpp's parse_special on (add-special stays off): text such as "<|im_start|>"
+// becomes the control token, as in a chat prompt, instead of being tokenized as plain text.
 //
 // --verbose passes llama.cpp's log through: its loader lists the GGUF's keys, tokenizer.ggml.pre included
 // (a name llama.cpp does not know fails the load instead).
@@ -24,6 +27,7 @@ namespace {
 
 struct Options {
     std::string model_path, inp_path, out_path;
+    bool parse_special = false;
     bool verbose = false;
 };
 
@@ -38,6 +42,7 @@ Options parse_options(int argc, char ** argv) {
         if (flag == "-m") options.model_path = value();
         else if (flag == "-i") options.inp_path = value();
         else if (flag == "-o") options.out_path = value();
+        else if (flag == "--parse-special") options.parse_special = true;
         else if (flag == "--verbose") options.verbose = true;
         else fail("unknown argument '" + flag + "'");
     }
@@ -61,11 +66,13 @@ std::vector<std::string> split_texts(const std::string & all) {
     return texts;
 }
 
-std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text) {
-    const int needed = -llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, false, false);
+std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special) {
+    const int needed =
+        -llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, false, parse_special);
     if (needed <= 0) return {};
     std::vector<llama_token> ids(needed);
-    if (llama_tokenize(vocab, text.data(), (int32_t) text.size(), ids.data(), needed, false, false) != needed) {
+    if (llama_tokenize(vocab, text.data(), (int32_t) text.size(), ids.data(), needed, false, parse_special) !=
+        needed) {
         fail("llama_tokenize gave a different count the second time");
     }
     return ids;
@@ -86,7 +93,7 @@ int main(int argc, char ** argv) {
 
     std::string out;
     for (const std::string & text : split_texts(read_file(options.inp_path))) {
-        for (const llama_token id : tokenize(vocab, text)) out += " " + std::to_string(id);
+        for (const llama_token id : tokenize(vocab, text, options.parse_special)) out += " " + std::to_string(id);
         out += '\n';
     }
 
