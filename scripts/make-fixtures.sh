@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Writes tests/fixtures/models3: random-weight deepseek4 models made by our
+# Writes tests/fixtures/models3 and models4. models3: random-weight deepseek4 models made by our
 # make-bench-model (--arch deepseek4 --shape fixture, F32 and Q8_0) and what
 # the reference engine, llama.cpp, computes on them: logits of every prompt
 # (scripts/dump-reference-logits.sh), the MTP block's drafts and a DSpark
 # drafter's (make-bench-model --arch dspark; scripts/dump-reference-drafts.sh). See tests/fixtures/models3/README.md.
+# models4: random-weight qwen35 and qwen35moe models (--arch qwen35|qwen35moe --shape
+# fixture, F32 and Q8_0) and the reference's logits. See tests/fixtures/models4/README.md.
 #
 #   scripts/make-fixtures.sh
 #
 # Needs the reference built by scripts/compare-reference.sh (in
 # $KAKEYA_REF_DIR, default ~/.cache/kakeya-reference) and a build of ours with
-# the tools (scripts/build.sh -DKAKEYA_TOOLS=ON). Takes about a minute.
+# the tools (scripts/build.sh -DKAKEYA_TOOLS=ON). Takes about two minutes.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=$repo/tests/fixtures/models3
@@ -42,5 +44,25 @@ for prompt in fox wrap; do
     "$out/ds4-f32/$prompt.drafts.json"
   "$repo/scripts/dump-reference-drafts.sh" "$out/ds4-f32.gguf" "$out/prompts/$prompt.txt" "$n" \
     "$out/ds4-dspark-f32/$prompt.drafts.json" --spec-type draft-dspark -md "$out/ds4-dspark-f32.gguf" --n-max 4
+done
+echo "wrote $out"
+
+out=$repo/tests/fixtures/models4
+mkdir -p "$out/prompts"
+cp "$repo"/tests/fixtures/models2/prompts/{fox,fib,long,wrap}.txt "$out/prompts/"
+for arch in qwen35 qwen35moe; do
+  for type in F32 Q8_0; do
+    name=$arch-$(echo "$type" | tr '[:upper:]' '[:lower:]')
+    "$make_model" "$out/$name.gguf" --arch "$arch" --shape fixture --type "$type" \
+      --vocab-from "$repo/tests/fixtures/models/tiny-llama-f32.gguf"
+    mkdir -p "$out/$name"
+    for prompt in fox fib long wrap; do
+      n=64
+      # wrap runs 1,098 positions: the recurrent state over a long sequence.
+      [ "$prompt" = wrap ] && n=1000
+      "$repo/scripts/dump-reference-logits.sh" "$out/$name.gguf" "$out/prompts/$prompt.txt" "$n" \
+        "$out/$name/$prompt.logits.json"
+    done
+  done
 done
 echo "wrote $out"

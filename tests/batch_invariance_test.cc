@@ -213,7 +213,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,
                                            "models2/glm4moe-mtp-f32",
                                            // deepseek4: 37 tokens make 9 blocks of 4, one more
                                            // than the indexer's top-k; the window of 32 wraps.
-                                           "models3/ds4-f32", "models3/ds4-q8_0"),
+                                           "models3/ds4-f32", "models3/ds4-q8_0",
+                                           // qwen35: each sequence's recurrent state, rows of
+                                           // other sequences and forwards beside it.
+                                           "models4/qwen35-f32", "models4/qwen35moe-q8_0"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return fixture::ModelParamName(info.param);
                          });

@@ -193,7 +193,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CrossTargetTest,
                                            "models/tiny-gemma3-f32", "models/tiny-draft-f32", "models2/g4moe-f32",
                                            "models2/g4moe-q8_0", "models2/g4dense-f32", "models2/q3moe-f16",
                                            "models2/q3moe-q8_0", "models2/glm4moe-mtp-f32", "models3/ds4-f32",
-                                           "models3/ds4-q8_0", "shipped/kakeya-pystdlib"),
+                                           "models3/ds4-q8_0", "models4/qwen35-f32", "models4/qwen35moe-q8_0",
+                                           "shipped/kakeya-pystdlib"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return fixture::ModelParamName(info.param);
                          });

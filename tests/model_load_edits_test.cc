@@ -177,7 +177,7 @@ INSTANTIATE_TEST_SUITE_P(OnePerArchitecture, ModelLoadEdits,
                                            std::pair{"q3moe-q8_0", "models2"}, std::pair{"g4moe-q8_0", "models2"},
                                            std::pair{"g4dense-f32", "models2"},
                                            std::pair{"glm4moe-mtp-f32", "models2"},
-                                           std::pair{"ds4-q8_0", "models3"}),
+                                           std::pair{"ds4-q8_0", "models3"}, std::pair{"qwen35moe-q8_0", "models4"}),
                          [](const auto& info) {
                            std::string name = info.param.first;
                            for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

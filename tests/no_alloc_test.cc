@@ -143,7 +143,10 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
                                    {models2 + "glm4moe-mtp-f32.gguf", "mtp", ""},
                                    {std::string(KAKEYA_FIXTURES) + "/models3/ds4-q8_0.gguf", "mtp", ""},
                                    {std::string(KAKEYA_FIXTURES) + "/models3/ds4-q8_0.gguf", "dspark",
-                                    std::string(KAKEYA_FIXTURES) + "/models3/ds4-dspark-f32.gguf"}};
+                                    std::string(KAKEYA_FIXTURES) + "/models3/ds4-dspark-f32.gguf"},
+                                   // qwen35: verify forwards that roll the recurrent state back.
+                                   {std::string(KAKEYA_FIXTURES) + "/models4/qwen35moe-q8_0.gguf", "draft",
+                                    std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.target + " " + c.kind + " " + c.draft);
     const std::unique_ptr<Model> model = Model::Load(c.target);
@@ -181,7 +184,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, NoAllocation,
                                            // Mixtures: routing and grouping rows by expert.
                                            "../models2/g4moe-q8_0", "../models2/q3moe-q8_0",
                                            // deepseek4: hyper-connections and the compressed cache.
-                                           "../models3/ds4-q8_0"),
+                                           "../models3/ds4-q8_0",
+                                           // qwen35: Gated DeltaNet layers and their recurrent state.
+                                           "../models4/qwen35moe-q8_0"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string n = info.param.substr(info.param.rfind('/') + 1);
                            for (char& c : n) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

@@ -74,6 +74,7 @@
 
 #include "base/error.h"
 #include "bench_model_deepseek4.h"
+#include "bench_model_qwen35.h"
 #include "bench_model_plan.h"
 #include "bench_model_types.h"
 #include "gguf/gguf.h"
@@ -107,6 +108,10 @@ constexpr const char* kUsage =
     "                the deepseek4 target of --shape; --layers N stages (default 2); bench:\n"
     "                block 8, taps 1 6 11, Markov rank 256; fixture: block 4, window 8, taps\n"
     "                1 3 5, rank 16; --vocab-from as for deepseek4\n"
+    "              qwen35, qwen35moe: Qwen3.5's Gated DeltaNet and gated attention layers (every\n"
+    "                4th), dense or a mixture with a gated shared expert, one MTP block;\n"
+    "                --shape bench (default: 35B-A3B's widths, 8 layers, 64 experts) or fixture\n"
+    "                (the tests' models4); --layers N trunk layers; --vocab-from as for deepseek4\n"
     "  --type      F16 (default), BF16, F32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K_M, Q5_K_M\n"
     "  --embd --layers --heads --kv-heads --vocab --ff   override the arch's defaults (--ff:\n"
     "              dense FFN width; for qwen3moe only the feed_forward_length key)\n"
@@ -363,6 +368,27 @@ int WriteDSpark(const std::string& out, const std::string& type, const std::stri
   return WriteAndCheck(w, plan, out, "dflash", type);
 }
 
+// qwen35 / qwen35moe of --shape (bench, fixture); --layers: trunk layers.
+int WriteQwen35(const std::string& out, const std::string& type, const std::string& shape_name, bool experts,
+                int n_layers, const std::string& vocab_from) {
+  const char* arch = experts ? "qwen35moe" : "qwen35";
+  Qwen35Shape s;
+  if (shape_name.empty() || shape_name == "bench") s = Qwen35BenchShape(experts);
+  else if (shape_name == "fixture") s = Qwen35FixtureShape(experts);
+  else Fail("unknown --shape ", shape_name, " for ", arch, " (bench, fixture)");
+  if (n_layers > 0) s.n_layer = n_layers;
+  if (!vocab_from.empty()) {
+    GgufWriter probe;
+    s.vocab_from = vocab_from;
+    s.n_vocab = CopyVocab(probe, vocab_from);
+  }
+  CheckQwen35Shape(s);
+  GgufWriter w;
+  Plan plan(w);
+  PlanQwen35(w, plan, s, type);
+  return WriteAndCheck(w, plan, out, arch, type);
+}
+
 int ParseInt(const std::string& flag, const std::string& v) {
   char* end = nullptr;
   errno = 0;
@@ -445,10 +471,15 @@ int Main(int argc, char** argv) {
       if (o.value != 0 && std::strcmp(o.flag, "--layers") != 0) Fail(o.flag, " does not apply to --arch dspark");
     }
     return WriteDSpark(out, type, shape_name, get("--layers"), vocab_from);
+  } else if (arch_name == "qwen35" || arch_name == "qwen35moe") {
+    for (const Override& o : ov) {
+      if (o.value != 0 && std::strcmp(o.flag, "--layers") != 0) Fail(o.flag, " does not apply to --arch ", arch_name);
+    }
+    return WriteQwen35(out, type, shape_name, arch_name == "qwen35moe", get("--layers"), vocab_from);
   } else {
-    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4, deepseek4, dspark)");
+    Fail("unknown --arch ", arch_name, " (llama, qwen3moe, gemma4, deepseek4, dspark, qwen35, qwen35moe)");
   }
-  if (!vocab_from.empty()) Fail("--vocab-from applies to --arch deepseek4 and dspark");
+  if (!vocab_from.empty()) Fail("--vocab-from applies to --arch deepseek4, dspark, qwen35 and qwen35moe");
   const std::pair<const char*, int*> fields[] = {
       {"--embd", &s.n_embd},         {"--layers", &s.n_layer},    {"--heads", &s.n_head},
       {"--kv-heads", &s.n_head_kv},  {"--head-dim", &s.head_dim}, {"--vocab", &s.n_vocab},

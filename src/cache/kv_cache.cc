@@ -130,11 +130,13 @@ size_t KvCacheBytes(const std::vector<LayerCacheShape>& layers, int n_ctx, int m
 }
 
 KvCache::KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending,
-                 const std::vector<CompressedLayerShape>& compressed)
+                 const std::vector<CompressedLayerShape>& compressed,
+                 const std::vector<RecurrentLayerShape>& recurrent, int max_rollback)
     : n_ctx_(n_ctx), max_pending_(max_pending) {
   layers_.reserve(layers.size());
   for (const LayerCacheShape& s : layers) layers_.emplace_back(s, LayerCapacity(s, n_ctx, max_pending), n_ctx);
   if (!compressed.empty()) compressed_ = std::make_unique<CompressedKv>(compressed, n_ctx, max_pending);
+  if (!recurrent.empty()) recurrent_ = std::make_unique<RecurrentState>(recurrent, max_rollback);
 }
 
 void KvCache::Append(int n) {
@@ -142,6 +144,8 @@ void KvCache::Append(int n) {
     Fail("KV cache cannot take ", n, " more rows (", n_past_, " of ", n_ctx_, " positions used, ",
          max_pending_, " rows per append)");
   }
+  // The forward that wrote these rows planned the same (recurrent_state.h).
+  if (recurrent_) recurrent_->Advance(recurrent_->Plan(n_past_, n, n_committed_));
   n_past_ += n;
   n_committed_ = std::max(n_committed_, n_past_ - max_pending_);
 }
@@ -150,6 +154,10 @@ void KvCache::Trim(int n) {
   if (n < 0 || n > n_pending()) {
     Fail("cannot trim ", n, " rows: only ", n_pending(), " rows are pending");
   }
+  if (recurrent_ && n_past_ - n < recurrent_->base_pos()) {
+    Fail("cannot trim ", n, " rows: the recurrent state rolls back to position ", recurrent_->base_pos(),
+         " at most (it keeps what rolling back ", recurrent_->max_rollback(), " rows needs)");
+  }
   n_past_ -= n;
   for (LayerCache& l : layers_) l.Forget(n_past_);
 }
@@ -157,10 +165,12 @@ void KvCache::Trim(int n) {
 void KvCache::Clear() {
   n_past_ = n_committed_ = 0;
   for (LayerCache& l : layers_) l.Forget(0);
+  if (recurrent_) recurrent_->Clear();
 }
 
 size_t KvCache::bytes() const {
   size_t total = compressed_ ? compressed_->bytes() : 0;
+  if (recurrent_) total += recurrent_->bytes();
   for (const LayerCache& l : layers_) total += l.bytes();
   return total;
 }
@@ -173,6 +183,7 @@ size_t KvCache::full_bytes_per_token() const {
 
 size_t KvCache::ring_bytes() const {
   size_t total = compressed_ ? compressed_->bytes() - compressed_->bytes_per_position() * size_t(n_ctx_) : 0;
+  if (recurrent_) total += recurrent_->bytes();
   for (const LayerCache& l : layers_) total += l.fixed_bytes();
   return total;
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cache/compressed_kv.h"
+#include "cache/recurrent_state.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_types.h"
 
@@ -138,13 +139,19 @@ class KvCache {
   // kCodedBlock + max_pending) exact rows.
   // `compressed`: deepseek4's layers (compressed_kv.h), whose state is
   // keyed by position as well, so that Trim and Commit need nothing of it.
+  // `recurrent`: qwen35's Gated DeltaNet layers (recurrent_state.h), whose
+  // state rolls back by up to max_rollback rows; a trim past that fails.
   KvCache(const std::vector<LayerCacheShape>& layers, int n_ctx, int max_pending,
-          const std::vector<CompressedLayerShape>& compressed = {});
+          const std::vector<CompressedLayerShape>& compressed = {},
+          const std::vector<RecurrentLayerShape>& recurrent = {}, int max_rollback = 0);
 
   LayerCache& layer(int il) { return layers_[il]; }
   // Null unless the model's attention is deepseek4's.
   const CompressedKv* compressed() const { return compressed_.get(); }
   CompressedKv* compressed() { return compressed_.get(); }
+  // Null unless the model has recurrent layers.
+  const RecurrentState* recurrent() const { return recurrent_.get(); }
+  RecurrentState* recurrent() { return recurrent_.get(); }
   const LayerCache& layer(int il) const { return layers_[il]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
 
@@ -160,7 +167,8 @@ class KvCache {
   // oldest pending rows beyond max_pending. Requires CanAppend(n).
   void Append(int n);
   void Commit() { n_committed_ = n_past_; }
-  // Drops the last n pending rows. Requires 0 <= n <= n_pending().
+  // Drops the last n pending rows. Requires 0 <= n <= n_pending(), and with
+  // recurrent layers at most their max_rollback rows since the last commit.
   void Trim(int n);
   void Clear();
 
@@ -174,6 +182,7 @@ class KvCache {
  private:
   std::vector<LayerCache> layers_;
   std::unique_ptr<CompressedKv> compressed_;
+  std::unique_ptr<RecurrentState> recurrent_;
   int n_ctx_;
   int max_pending_;
   int n_past_ = 0;

@@ -17,6 +17,7 @@ namespace kakeya {
 inline constexpr int kMaxBlock = 64;
 // The codec codes a position only once no verify block can trim it.
 static_assert(kCodecExact > kMaxBlock, "a verify block could roll back a coded position");
+static_assert(kMaxRecurrentRollback >= kMaxBlock, "a verify block could roll back past a recurrent state's reach");
 
 // Rows of the largest verify step the adaptive draft length (ADR 0004)
 // chooses, and what a context reserves logit rows for when no fixed block is

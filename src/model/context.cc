@@ -52,6 +52,10 @@ Context::Context(const Model& model, const ContextOptions& options)
   if (options_.max_logit_rows < 1 || options_.max_logit_rows > options_.max_batch) {
     Fail("max_logit_rows ", options_.max_logit_rows, " is out of range (1 .. max_batch)");
   }
+  if (options_.max_rollback == 0) options_.max_rollback = std::min(options_.max_logit_rows, kMaxRecurrentRollback);
+  if (options_.max_rollback < 1 || options_.max_rollback > std::min(options_.max_batch, kMaxRecurrentRollback)) {
+    Fail("max_rollback ", options_.max_rollback, " is out of range (1 .. min(max_batch, ", kMaxRecurrentRollback, "))");
+  }
   const WorkspaceOptions& w = workspace_.options();
   if (&workspace_.model() != &model || options_.max_batch > w.max_rows ||
       options_.max_logit_rows > w.max_logit_rows || options_.n_ctx > w.n_ctx) {
@@ -66,8 +70,15 @@ Context::Context(const Model& model, const ContextOptions& options)
   }
   // Layers that read another layer's keys and values keep no cache of their own.
   std::vector<LayerCacheShape> shapes;
+  std::vector<RecurrentLayerShape> recurrent;
   for (int il = 0; il < static_cast<int>(model.layers.size()); ++il) {
     const AttentionSpec& a = model.layers[il].attn;
+    if (const GatedDeltaNet& d = model.layers[il].deltanet; d.present()) {
+      recurrent.resize(model.layers.size());
+      recurrent[il] = {d.conv_channels(), d.conv_kernel, d.n_k_heads, d.n_v_heads, d.head_k_dim, d.head_v_dim};
+      shapes.push_back({});
+      continue;
+    }
     if (!model.layers[il].writes_kv(il)) {
       shapes.push_back({a.window});
       continue;
@@ -95,15 +106,17 @@ Context::Context(const Model& model, const ContextOptions& options)
   }
   // A cache larger than the machine's memory would be granted (memory is
   // overcommitted) and the process killed once it is written: refuse it here.
+  const int max_rollback = options_.max_rollback;
   const size_t kv_bytes = KvCacheBytes(shapes, options_.n_ctx, options_.max_batch) +
-                          CompressedKvBytes(compressed, options_.n_ctx, options_.max_batch);
+                          CompressedKvBytes(compressed, options_.n_ctx, options_.max_batch) +
+                          RecurrentStateBytes(recurrent, max_rollback);
   const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   if (ram > 0 && double(kv_bytes) > ram) {
     Fail("a context of ", options_.n_ctx, " positions (-c) needs ", FormatGiB(double(kv_bytes)),
          " GiB of KV cache with -ctk ", KvTypeName(k_type), " -ctv ", KvTypeName(v_type), ", more than this machine's ",
          FormatGiB(ram), " GiB of memory: use a smaller -c, or smaller cache types (e.g. -ctk kakeya4 -ctv kakeya3)");
   }
-  cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch, compressed);
+  cache_ = std::make_unique<KvCache>(shapes, options_.n_ctx, options_.max_batch, compressed, recurrent, max_rollback);
 }
 
 Context::~Context() = default;

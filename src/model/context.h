@@ -22,6 +22,10 @@ struct ContextOptions {
   int max_batch = 512;   // rows per Forward() call, and rows that can be trimmed again
   int n_threads = 2;
   int max_logit_rows = 0;  // rows of logits one Forward() may return; 0 means max_batch
+  // Rows a trim may drop at once in a model with recurrent layers, whose
+  // state keeps what a rollback that far needs (cache/recurrent_state.h);
+  // 0 means max_logit_rows. At most max_batch and kMaxRecurrentRollback.
+  int max_rollback = 0;
   // Run on this pool instead of starting n_threads of our own: a drafter's
   // context shares the target's, so the two never compete for the cores.
   ThreadPool* shared_pool = nullptr;

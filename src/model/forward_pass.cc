@@ -45,13 +45,18 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
   };
   need(model.output, B);
   if (model.per_layer_model_proj.data != nullptr) need(model.per_layer_model_proj, B);
+  bool gated_attention = false, deltanet = false;
   for (const Layer& L : model.layers) {
     const AttentionSpec& a = L.attn;
     q_width = std::max(q_width, a.q_width());
     k_width = std::max(k_width, a.k_width());
     v_width = std::max(v_width, a.v_width());
     out_width = std::max(out_width, a.out_width());
-    attention_floats = std::max(attention_floats, AttendScratchFloats(AttentionShapeOf(a), a.max_rows_per_task(), n_ctx));
+    gated_attention |= a.gated_output;
+    deltanet |= L.deltanet.present();
+    if (!L.deltanet.present()) {
+      attention_floats = std::max(attention_floats, AttendScratchFloats(AttentionShapeOf(a), a.max_rows_per_task(), n_ctx));
+    }
     n_ff = std::max({n_ff, L.ffn.n_ff(), L.shared_expert.n_ff()});
     n_expert = std::max(n_expert, L.moe.n_expert);
     n_used = std::max(n_used, L.moe.n_used);
@@ -102,7 +107,12 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
     per_layer_inputs = Buffer<float>(B * hp.n_layer * hp.n_embd_per_layer);
     per_layer_token = Buffer<float>(size_t(hp.n_layer) * hp.n_embd_per_layer);
   }
+  if (gated_attention) attn_gate = Buffer<float>(B * 2 * q_width);
   if (hp.n_hyper > 0) AllocateHybrid(model, n_ctx, n_threads);
+  if (deltanet) {
+    AllocateDeltaNet(model, n_threads);
+    recurrent_plans.reserve(kMaxSequences);
+  }
 }
 
 ForwardPass::ForwardPass(const Model& model, ForwardBuffers& buffers, std::span<const SequenceSlice> slices,
@@ -142,6 +152,16 @@ void ForwardPass::Multiply(float* x, const float* w) const {
   }
 }
 
+void ForwardPass::ScaleRowsBySigmoidOf(float* x, const float* w, const float* in) const {
+  const int n_embd = model_.hparams().n_embd;
+  for (int i = 0; i < n_rows_; ++i) {
+    const float* row_in = in + size_t(i) * n_embd;
+    float dot = 0.0f;
+    for (int j = 0; j < n_embd; ++j) dot += w[j] * row_in[j];
+    kakeya::Scale(x + size_t(i) * n_embd, n_embd, static_cast<float>(PortableSigmoid(dot)));
+  }
+}
+
 void ForwardPass::Embed(const TokenId* tokens) {
   const HParams& hp = model_.hparams();
   const WeightMatrix& e = model_.token_embd;
@@ -175,13 +195,15 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
   float* const v_rows = b_.v.get();
   float* const o_rows = b_.attn.get();
   void* const scratch = b_.matmul.get();
+  // A gated layer's wq gives each head's query and gate side by side.
+  float* const wq_rows = a.gated_output ? b_.attn_gate.get() : q_rows;
   if (!L.writes_kv(il)) {
-    MatMul(L.wq, in, n_rows_, q_rows, scratch, pool_);
+    MatMul(L.wq, in, n_rows_, wq_rows, scratch, pool_);
   } else if (L.wv.data != nullptr) {
-    const MatMulOutput qkv[] = {{&L.wq, q_rows}, {&L.wk, k_rows}, {&L.wv, v_rows}};
+    const MatMulOutput qkv[] = {{&L.wq, wq_rows}, {&L.wk, k_rows}, {&L.wv, v_rows}};
     MatMulSharedInput(qkv, in, n_rows_, scratch, pool_);
   } else {
-    const MatMulOutput qk[] = {{&L.wq, q_rows}, {&L.wk, k_rows}};
+    const MatMulOutput qk[] = {{&L.wq, wq_rows}, {&L.wk, k_rows}};
     MatMulSharedInput(qk, in, n_rows_, scratch, pool_);
   }
 
@@ -192,6 +214,13 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
     LayerCache& cache = s.cache->layer(a.kv_layer);
     for (int i = s.first_row; i < s.first_row + s.n_rows; ++i) {
       float* q = q_rows + size_t(i) * q_width;
+      if (a.gated_output) {  // [query, gate] per head: queries to q_rows, gates packed to the row's front
+        float* both = wq_rows + size_t(i) * 2 * q_width;
+        for (int h = 0; h < a.n_head; ++h) {
+          std::memcpy(q + h * a.head_dim, both + 2 * h * a.head_dim, sizeof(float) * a.head_dim);
+          std::memmove(both + h * a.head_dim, both + (2 * h + 1) * a.head_dim, sizeof(float) * a.head_dim);
+        }
+      }
       if (L.bq) AddInPlace(q, L.bq, q_width);
       if (L.q_norm) {
         for (int h = 0; h < a.n_head; ++h) kakeya::RmsNorm(q + h * a.head_dim, L.q_norm, a.head_dim, eps, q + h * a.head_dim);
@@ -244,6 +273,13 @@ void ForwardPass::Attention(const Layer& L, int il, const float* in, float* out)
     AttendKvHead(shape, static_cast<int>(task % a.n_head_kv), rows, kv,
                  b_.scores.get() + size_t(thread) * b_.attention_floats);
   });
+  if (a.gated_output) {
+    for (int i = 0; i < n_rows_; ++i) {
+      float* o = o_rows + size_t(i) * o_width;
+      const float* gate = b_.attn_gate.get() + size_t(i) * 2 * q_width;
+      for (int c = 0; c < o_width; ++c) o[c] *= static_cast<float>(PortableSigmoid(gate[c]));
+    }
+  }
   MatMul(L.wo, o_rows, n_rows_, out, scratch, pool_);
 }
 

@@ -55,6 +55,7 @@ struct SequenceSlice {
 struct ForwardBuffers {
   ForwardBuffers(const Model& model, int max_rows, int max_logit_rows, int n_ctx, int n_threads);
   void AllocateHybrid(const Model& model, int n_ctx, int n_threads);  // forward_pass_deepseek4.cc
+  void AllocateDeltaNet(const Model& model, int n_threads);            // forward_pass_deltanet.cc
 
   int max_rows;
   Buffer<TokenId> tokens;                 // [max_rows] the batch's tokens, all sequences
@@ -62,6 +63,7 @@ struct ForwardBuffers {
   static constexpr int kMaxSequences = 256;
   Buffer<float> x, xn, xn2, proj, proj2;  // F32 [max_rows, n_embd]: ForwardPass's row buffers
   Buffer<float> q, k, v, attn;            // F32 [max_rows, widest layer's width]
+  Buffer<float> attn_gate;                // F32 [max_rows, 2 * q width] gated attention's query and gate (qwen35)
   Buffer<float> gate, up;                 // F32 [max_rows, widest dense FFN]
   Buffer<float> logits;                   // F32 [max_logit_rows, n_vocab]
   size_t attention_floats = 0;            // AttendKvHead scratch per thread
@@ -108,6 +110,12 @@ struct ForwardBuffers {
   Buffer<int> hybrid_order;       // [n_threads, hybrid_floats] block numbers, for the top-k
   Buffer<const float*> hybrid_rows;  // [n_threads, hybrid_floats] one query's keys
   Buffer<float> hybrid_angles;    // F32 [max_rows, 2 * rope dims] each row's rotation, then its inverse
+  // qwen35's Gated DeltaNet layers (forward_pass_deltanet.cc).
+  Buffer<float> deltanet_mixed, deltanet_conv;  // F32 [max_rows, conv channels] the projections, convolved
+  Buffer<float> deltanet_z, deltanet_out;       // F32 [max_rows, value width] the output's gate, the output
+  Buffer<float> deltanet_beta, deltanet_decay;  // F32 [max_rows, value heads]
+  Buffer<float> deltanet_state;                 // F32 [n_threads, head_k_dim * head_v_dim + head_v_dim]
+  std::vector<RecurrentPlan> recurrent_plans;   // one per sequence, reserved for kMaxSequences
 };
 
 class ForwardPass {
@@ -136,6 +144,8 @@ class ForwardPass {
   void Add(float* x, const float* y) const;
   void Scale(float* x, float s) const;
   void Multiply(float* x, const float* w) const;
+  // Each row of x times sigmoid(w . that row of in) (w: F32 [n_embd]).
+  void ScaleRowsBySigmoidOf(float* x, const float* w, const float* in) const;
 
   // Self-attention of layer il on its normed input: projections, biases,
   // q/k (and v) norms, RoPE, keys and values into the cache (unless the
@@ -164,6 +174,8 @@ class ForwardPass {
   void HyperPost(const float* branch);
   // deepseek4's attention of layer il on its normed input.
   void Hybrid(const Layer& layer, int il, const float* in, float* out);
+  // qwen35's Gated DeltaNet of layer il on its normed input (forward_pass_deltanet.cc).
+  void DeltaNet(const Layer& layer, int il, const float* in, float* out);
 
   // Once per forward, before the layers (RunForward).
   void Embed(const TokenId* tokens);

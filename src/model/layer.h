@@ -40,6 +40,9 @@ struct AttentionSpec {
   // without attn_v take their values from the key projection (before its norm).
   bool norm_values = false;
   bool values_from_keys = false;
+  // qwen35: wq also projects a gate per head ([query, gate] of head_dim each,
+  // head after head); the attention's output is multiplied by sigmoid(gate).
+  bool gated_output = false;
   // The layer whose keys and values this one attends to: its own index, or an
   // earlier layer's (Gemma 4 shared-KV layers, which write no cache).
   int kv_layer = 0;
@@ -170,6 +173,28 @@ struct HybridAttention {
   bool present() const { return q_a.data != nullptr; }
 };
 
+// Qwen3.5's Gated DeltaNet (docs/formats/qwen35.md 3): linear attention whose
+// state is a [head_k_dim, head_v_dim] matrix per value head, updated by the
+// gated delta rule after a causal depthwise convolution of the projections.
+struct GatedDeltaNet {
+  int n_k_heads = 0, n_v_heads = 0;  // value head j reads key head j % n_k_heads
+  int head_k_dim = 0, head_v_dim = 0;
+  int conv_kernel = 0;
+  WeightMatrix qkv;              // [n_embd, conv_channels()]: q, k, then v
+  WeightMatrix gate;             // [n_embd, value_width()]: z, the output's gate
+  WeightMatrix beta, alpha;      // [n_embd, n_v_heads]
+  const float* conv = nullptr;   // F32 [conv_channels(), conv_kernel]: channel c's taps at c * conv_kernel
+  const float* dt_bias = nullptr;  // F32 [n_v_heads]
+  const float* decay = nullptr;  // F32 [n_v_heads], negative: the log decay per unit of softplus(alpha + dt_bias)
+  const float* norm = nullptr;   // F32 [head_v_dim]: the gated RMSNorm of each head's output
+  WeightMatrix out;              // [value_width(), n_embd]
+  int key_width() const { return n_k_heads * head_k_dim; }
+  int value_width() const { return n_v_heads * head_v_dim; }
+  int conv_channels() const { return 2 * key_width() + value_width(); }
+  int state_floats() const { return n_v_heads * head_k_dim * head_v_dim; }
+  bool present() const { return qkv.data != nullptr; }
+};
+
 // Norm weights are F32 [width]; a null pointer means the layer has no such norm.
 struct Layer {
   AttentionSpec attn;
@@ -187,7 +212,8 @@ struct Layer {
   DenseFfn ffn;  // the dense FFN (gemma4 MoE layers keep one beside the experts)
   const float* post_ffn_norm = nullptr;
   MixtureOfExperts moe;
-  DenseFfn shared_expert;  // glm4moe: always-on expert beside the routed ones
+  DenseFfn shared_expert;  // glm4moe, qwen35moe: always-on expert beside the routed ones
+  const float* shared_expert_gate = nullptr;  // qwen35moe: F32 [n_embd], its output times sigmoid(gate . input)
   // gemma4 MoE layers: the dense branch's post-norm, the experts' pre- and
   // post-norms and the router's input scale.
   const float* post_ffn_norm_dense = nullptr;
@@ -198,6 +224,7 @@ struct Layer {
   float output_scale = 1.0f;  // gemma4 layer_output_scale: multiplies the whole residual
   HybridAttention hybrid;      // deepseek4, instead of wq .. wo
   HyperMixer hc_attn, hc_ffn;  // deepseek4: the streams' mixers around attention and FFN
+  GatedDeltaNet deltanet;      // qwen35's recurrent layers, instead of attention
 
   // Every matrix of the layer, experts included: the one list that packing,
   // byte counts and scratch sizes walk.

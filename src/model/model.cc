@@ -21,7 +21,8 @@ std::vector<WeightMatrix*> Layer::Matrices() {
   for (WeightMatrix* w : {&wq, &wk, &wv, &wo, &ffn.gate, &ffn.up, &ffn.down, &moe.router, &shared_expert.gate,
                           &shared_expert.up, &shared_expert.down, &per_layer_input.gate, &per_layer_input.proj,
                           &h.q_a, &h.q_b, &h.kv, &h.out_b, &h.blocks.kv, &h.blocks.gate, &h.index_blocks.kv,
-                          &h.index_blocks.gate, &h.index_q_b, &h.index_weights, &hc_attn.fn, &hc_ffn.fn}) {
+                          &h.index_blocks.gate, &h.index_q_b, &h.index_weights, &hc_attn.fn, &hc_ffn.fn,
+                          &deltanet.qkv, &deltanet.gate, &deltanet.beta, &deltanet.alpha, &deltanet.out}) {
     add(*w);
   }
   for (std::vector<WeightMatrix>* experts : {&moe.gate, &moe.up, &moe.down, &h.out_a}) {
@@ -62,6 +63,7 @@ void CheckLayers(const ModelLoader& loader, const Model& m) {
     loader.Fail(m.layers.size(), " layers bound, block_count says ", hp.n_layer);
   }
   for (int il = 0; il < hp.n_layer; ++il) {
+    if (m.layers[il].deltanet.present()) continue;  // no attention: the architecture checked it
     const AttentionSpec& a = m.layers[il].attn;
     CheckAttention(loader, a, il);
     if (a.kv_layer < 0 || a.kv_layer > il || !m.layers[a.kv_layer].writes_kv(a.kv_layer)) {

@@ -59,6 +59,7 @@ DraftModelDrafter::DraftModelDrafter(const Model& target, std::unique_ptr<Model>
                                    .max_batch = std::max(options_.max_batch, options_.max_block),
                                    .n_threads = options_.n_threads,
                                    .max_logit_rows = 1,
+                                   .max_rollback = std::min(options_.max_block, kMaxRecurrentRollback),
                                    .shared_pool = options_.shared_pool};
   ctx_ = std::make_unique<Context>(draft_, ctx_options);
   if (options_.sampling.temperature > 0) {
