@@ -5,7 +5,7 @@
 # (scripts/dump-reference-logits.sh), the MTP block's drafts and a DSpark
 # drafter's (make-bench-model --arch dspark; scripts/dump-reference-drafts.sh). See tests/fixtures/models3/README.md.
 # models4: random-weight qwen35 and qwen35moe models (--arch qwen35|qwen35moe --shape
-# fixture, F32 and Q8_0) and the reference's logits. See tests/fixtures/models4/README.md.
+# fixture, F32 and Q8_0), the reference's logits and its MTP drafts. See tests/fixtures/models4/README.md.
 #
 #   scripts/make-fixtures.sh
 #
@@ -63,6 +63,12 @@ for arch in qwen35 qwen35moe; do
       "$repo/scripts/dump-reference-logits.sh" "$out/$name.gguf" "$out/prompts/$prompt.txt" "$n" \
         "$out/$name/$prompt.logits.json"
     done
+  done
+  for prompt in fox wrap; do
+    n=64
+    [ "$prompt" = wrap ] && n=200
+    "$repo/scripts/dump-reference-drafts.sh" "$out/$arch-f32.gguf" "$out/prompts/$prompt.txt" "$n" \
+      "$out/$arch-f32/$prompt.drafts.json"
   done
 done
 echo "wrote $out"

@@ -176,7 +176,13 @@ INSTANTIATE_TEST_SUITE_P(Prompts, MtpParity,
                                            ParityCase{"models2/glm4moe-mtp-f32", "fib"},
                                            ParityCase{"models2/glm4moe-mtp-f32", "long"},
                                            ParityCase{"models2/glm4moe-mtp-f32", "wrap"},
-                                           ParityCase{"models3/ds4-f32", "fox"}, ParityCase{"models3/ds4-f32", "wrap"}),
+                                           ParityCase{"models3/ds4-f32", "fox"}, ParityCase{"models3/ds4-f32", "wrap"},
+                                           // qwen35's block: gated attention, fed the target's normed
+                                           // hidden state; the target's own rows run DeltaNet layers.
+                                           ParityCase{"models4/qwen35-f32", "fox"},
+                                           ParityCase{"models4/qwen35-f32", "wrap"},
+                                           ParityCase{"models4/qwen35moe-f32", "fox"},
+                                           ParityCase{"models4/qwen35moe-f32", "wrap"}),
                          [](const ::testing::TestParamInfo<ParityCase>& info) {
                            return fixture::ModelParamName(info.param.model) + "_" + info.param.prompt;
                          });

@@ -146,7 +146,8 @@ TEST(NoAllocationDrafters, DraftersThatReadTheTargetDoNotAllocate) {
                                     std::string(KAKEYA_FIXTURES) + "/models3/ds4-dspark-f32.gguf"},
                                    // qwen35: verify forwards that roll the recurrent state back.
                                    {std::string(KAKEYA_FIXTURES) + "/models4/qwen35moe-q8_0.gguf", "draft",
-                                    std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf"}};
+                                    std::string(KAKEYA_FIXTURES) + "/models/tiny-draft-f32.gguf"},
+                                   {std::string(KAKEYA_FIXTURES) + "/models4/qwen35moe-q8_0.gguf", "mtp", ""}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.target + " " + c.kind + " " + c.draft);
     const std::unique_ptr<Model> model = Model::Load(c.target);

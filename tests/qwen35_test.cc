@@ -3,7 +3,8 @@
 // recurrent state, and bad input.
 //  * Lossless: speculative output is byte-identical to plain decoding with
 //    every drafter that serves these targets (a replay of the output with
-//    spoiled proposals, prompt lookup, a draft model, auto), greedy and
+//    spoiled proposals, prompt lookup, the file's MTP block, a draft model,
+//    auto), greedy and
 //    seeded, at blocks up to 16, on 1 and 2 threads, over 1,500 tokens, with
 //    rejections at every kind of position.
 //  * After any mix of forwards and rollbacks, each row's logits and the
@@ -67,14 +68,14 @@ void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const st
     EXPECT_GT(stats.accepted, n_predict / 4);
     const DrafterSetup setup{*model, ctx, "", o.sampling, std::max(run.block, 2)};
     const DrafterSources with_draft{.draft = fixture::ModelPath("tiny-draft-f32")};
-    for (const auto& [spec, sources] : {std::pair{"ngram", DrafterSources{}}, std::pair{"draft", with_draft},
-                                        std::pair{"auto", with_draft}}) {
+    for (const auto& [spec, sources] : {std::pair{"ngram", DrafterSources{}}, std::pair{"mtp", DrafterSources{}},
+                                        std::pair{"draft", with_draft}, std::pair{"auto", with_draft}}) {
       SCOPED_TRACE(spec);
       const std::unique_ptr<Drafter> drafter = MakeDrafter(spec, sources, setup);
       SpecStats drafter_stats;
       EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, &drafter_stats).tokens, plain);
-      // The draft model proposes at every step, and random weights reject nearly all of it.
-      if (spec == std::string("draft")) EXPECT_GT(drafter_stats.drafted, n_predict / 2);
+      // The MTP block and the draft model propose at every step, and random weights reject nearly all of it.
+      if (spec == std::string("mtp") || spec == std::string("draft")) EXPECT_GT(drafter_stats.drafted, n_predict / 2);
     }
   }
 }

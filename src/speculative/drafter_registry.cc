@@ -25,9 +25,7 @@ bool IsMtpSidecar(const GgufFile& f) {
 }
 
 bool Always(const Model&) { return true; }
-// qwen35's MTP block reads the target's normed hidden state, which
-// MtpDrafter does not feed it yet (it refuses such targets): auto passes it by.
-bool HasNextn(const Model& target) { return !target.nextn.empty() && !target.hparams().arch.starts_with("qwen35"); }
+bool HasNextn(const Model& target) { return !target.nextn.empty(); }
 bool IsDraftModel(const GgufFile& f) { return FindArchitecture(ArchitectureOf(f)) != nullptr && !IsMtpSidecar(f); }
 // A dflash file with a Markov head or hyper-connection stages is DSpark
 // (the reference tells them apart by the Markov head).

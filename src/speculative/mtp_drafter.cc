@@ -54,10 +54,6 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
       n_embd_(target.hparams().n_embd),
       n_streams_(std::max(1, target.hparams().n_hyper)),
       h_width_(target.hparams().hidden_width()) {
-  if (target.hparams().arch.starts_with("qwen35")) {
-    Fail(target.path(), ": the MTP block of a ", target.hparams().arch, " model is not supported yet; use --spec ngram "
-         "or --spec draft");
-  }
   if (options_.n_max < 1) Fail("MTP drafts per step ", options_.n_max, " must be >= 1");
   // Drafts are pending rows until trimmed, so a batch must hold them.
   const int max_batch = std::max({options_.max_batch, options_.n_max, 1});
