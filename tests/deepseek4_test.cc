@@ -77,7 +77,9 @@ void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const st
       SpecStats drafter_stats;
       EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, &drafter_stats).tokens, plain);
       // The drafters that read the target draft at every step (and are rejected).
-      if (spec == std::string("mtp") || spec == std::string("dspark")) EXPECT_GT(drafter_stats.drafted, n_predict / 2);
+      if (spec == std::string("mtp") || spec == std::string("dspark")) {
+        EXPECT_GT(drafter_stats.drafted, n_predict / 2);
+      }
     }
   }
 }

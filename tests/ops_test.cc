@@ -295,6 +295,51 @@ TEST(RmsNormTest, MatchesFloat64) {
   });
 }
 
+// The gated delta rule over several rows, against a float64 transcription
+// of its definition (S *= e^g; d = (v - S^T k) * beta; S += k d^T; o = S^T q
+// / sqrt(dk)), at widths that take the four-vector, one-vector and scalar
+// paths; and column blocks run separately equal the whole width run at once.
+TEST(DeltaRuleStepTest, MatchesFloat64AndColumnsAreIndependent) {
+  constexpr int kDk = 24, kDv = 64 + 16 + 3, kRows = 6;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::uniform_real_distribution<float> unit(0.2f, 0.99f);
+  std::vector<float> k(kRows * kDk), q(kRows * kDk), v(kRows * kDv), decay(kRows), beta(kRows);
+  for (float& e : k) e = normal(rng) / std::sqrt(float(kDk));
+  for (float& e : q) e = normal(rng) / std::sqrt(float(kDk));
+  for (float& e : v) e = normal(rng);
+  for (int r = 0; r < kRows; ++r) decay[r] = unit(rng), beta[r] = unit(rng);
+  std::vector<float> S0(kDk * kDv);
+  for (float& e : S0) e = normal(rng);
+  const float scale = 1.0f / std::sqrt(float(kDk));
+  OnEveryCpuTarget([&] {
+    std::vector<double> ref(S0.begin(), S0.end());
+    std::vector<float> S = S0, split = S0, u(kDv), o(kDv), o_split(kDv);
+    for (int r = 0; r < kRows; ++r) {
+      const float* kr = k.data() + r * kDk;
+      const float* qr = q.data() + r * kDk;
+      const float* vr = v.data() + r * kDv;
+      DeltaRuleStep(kr, vr, decay[r], beta[r], kDk, kDv, kDv, S.data(), u.data(), qr, o.data(), scale);
+      for (int c0 : {0, 64, 80}) {  // the same columns in three calls
+        const int width = c0 == 0 ? 64 : c0 == 64 ? 16 : 3;
+        DeltaRuleStep(kr, vr + c0, decay[r], beta[r], kDk, width, kDv, split.data() + c0, u.data(), qr,
+                      o_split.data() + c0, scale);
+      }
+      ASSERT_EQ(0, std::memcmp(S.data(), split.data(), S.size() * sizeof(float))) << "row " << r;
+      ASSERT_EQ(0, std::memcmp(o.data(), o_split.data(), o.size() * sizeof(float))) << "row " << r;
+      for (int c = 0; c < kDv; ++c) {
+        double sk = 0;
+        for (int i = 0; i < kDk; ++i) sk += (ref[i * kDv + c] *= decay[r]) * kr[i];
+        const double d = (vr[c] - sk) * beta[r];
+        double out = 0;
+        for (int i = 0; i < kDk; ++i) out += (ref[i * kDv + c] += kr[i] * d) * qr[i];
+        ASSERT_NEAR(o[c], out * scale, 1e-5) << "row " << r << " column " << c;
+      }
+      for (int i = 0; i < kDk * kDv; ++i) ASSERT_NEAR(S[i], ref[i], 1e-5) << "row " << r;
+    }
+  });
+}
+
 // ADR 0014: every row operation and attention give every target the same
 // bits (no implicit FMA, 16-lane order everywhere).
 TEST(OpsTest, EveryOperationGivesEveryCpuTargetTheSameBits) {
@@ -318,6 +363,17 @@ TEST(OpsTest, EveryOperationGivesEveryCpuTargetTheSameBits) {
       SiluMul(x.data(), y.data(), n, out.data());
     });
   }
+  // The delta rule: a [32, 83] state (every path of its columns), two rows.
+  ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
+    constexpr int kDk = 32, kDv = 83;
+    out.assign(x.begin(), x.begin() + kDk * kDv);
+    std::vector<float> u(kDv), o(2 * kDv);
+    for (int r = 0; r < 2; ++r) {
+      DeltaRuleStep(y.data() + r * kDk, y.data() + 100 + r * kDv, 0.9f, 0.7f, kDk, kDv, kDv, out.data(), u.data(),
+                    y.data() + 300 + r * kDk, o.data() + r * kDv, 0.125f);
+    }
+    out.insert(out.end(), o.begin(), o.end());
+  });
   // Attention: plain, a wrapped sliding window with tails, soft-capped.
   const Case cases[] = {{6, 2, 64, 64, 512, 0, 300, 0, 1}, {2, 1, 40, 24, 64, 77, 33, 0, 1},
                         {8, 4, 256, 256, 256, 10, 200, 50, 1}};

@@ -75,7 +75,9 @@ void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const st
       SpecStats drafter_stats;
       EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, &drafter_stats).tokens, plain);
       // The MTP block and the draft model propose at every step, and random weights reject nearly all of it.
-      if (spec == std::string("mtp") || spec == std::string("draft")) EXPECT_GT(drafter_stats.drafted, n_predict / 2);
+      if (spec == std::string("mtp") || spec == std::string("draft")) {
+        EXPECT_GT(drafter_stats.drafted, n_predict / 2);
+      }
     }
   }
 }

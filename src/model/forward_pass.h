@@ -114,7 +114,7 @@ struct ForwardBuffers {
   Buffer<float> deltanet_mixed, deltanet_conv;  // F32 [max_rows, conv channels] the projections, convolved
   Buffer<float> deltanet_z, deltanet_out;       // F32 [max_rows, value width] the output's gate, the output
   Buffer<float> deltanet_beta, deltanet_decay;  // F32 [max_rows, value heads]
-  Buffer<float> deltanet_state;                 // F32 [n_threads, head_k_dim * head_v_dim + head_v_dim]
+  Buffer<float> deltanet_scratch;               // F32 [n_threads, head_v_dim + head_k_dim * 64]
   std::vector<RecurrentPlan> recurrent_plans;   // one per sequence, reserved for kMaxSequences
 };
 

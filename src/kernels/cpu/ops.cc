@@ -205,6 +205,69 @@ static inline __attribute__((always_inline)) void WeightedSumBody(const float* w
   }
 }
 
+// The columns in vectors of 16, four at a time, the key index inner: each
+// vector's sum over the key index is a chain of dependent adds, and four
+// independent chains keep the adder busy (one chain made the rule
+// latency-bound). The decay multiplies S^T k once instead of S before it,
+// so the first pass only reads S.
+template <int kVectors>
+static inline __attribute__((always_inline)) void DeltaRuleColumns(const float* k, const float* v, float decay,
+                                                                   float beta, int dk, int stride, float* S,
+                                                                   float* u, const float* q, float* o,
+                                                                   float o_scale) {
+  Float16x sum[kVectors] = {};
+  for (int i = 0; i < dk; ++i) {
+    for (int b = 0; b < kVectors; ++b) sum[b] += Load16(S + size_t(i) * stride + b * kLanes) * k[i];
+  }
+  Float16x d[kVectors], out[kVectors] = {};
+  for (int b = 0; b < kVectors; ++b) {
+    d[b] = (Load16(v + b * kLanes) - sum[b] * decay) * beta;
+    std::memcpy(u + b * kLanes, &d[b], sizeof d[b]);
+  }
+  for (int i = 0; i < dk; ++i) {
+    for (int b = 0; b < kVectors; ++b) {
+      float* at = S + size_t(i) * stride + b * kLanes;
+      const Float16x s = Load16(at) * decay + k[i] * d[b];
+      std::memcpy(at, &s, sizeof s);
+      if (q != nullptr) out[b] += s * q[i];
+    }
+  }
+  if (q == nullptr) return;
+  for (int b = 0; b < kVectors; ++b) {
+    out[b] *= o_scale;
+    std::memcpy(o + b * kLanes, &out[b], sizeof out[b]);
+  }
+}
+
+static inline __attribute__((always_inline)) void DeltaRuleStepBody(const float* k, const float* v, float decay,
+                                                                    float beta, int dk, int width, int stride,
+                                                                    float* S, float* u, const float* q, float* o,
+                                                                    float o_scale) {
+  int c = 0;
+  for (; c + 4 * kLanes <= width; c += 4 * kLanes) {
+    DeltaRuleColumns<4>(k, v + c, decay, beta, dk, stride, S + c, u + c, q, o == nullptr ? o : o + c, o_scale);
+  }
+  for (; c + kLanes <= width; c += kLanes) {
+    DeltaRuleColumns<1>(k, v + c, decay, beta, dk, stride, S + c, u + c, q, o == nullptr ? o : o + c, o_scale);
+  }
+  for (; c < width; ++c) {
+    float sum = 0.0f;
+    for (int i = 0; i < dk; ++i) sum += S[size_t(i) * stride + c] * k[i];
+    u[c] = (v[c] - sum * decay) * beta;
+    float out = 0.0f;
+    for (int i = 0; i < dk; ++i) {
+      float& s = S[size_t(i) * stride + c];
+      s = s * decay + k[i] * u[c];
+      if (q != nullptr) out += s * q[i];
+    }
+    if (q != nullptr) o[c] = out * o_scale;
+  }
+}
+
+KAKEYA_PER_ISA(DeltaRuleStep,
+               (const float* k, const float* v, float decay, float beta, int dk, int width, int stride, float* S,
+                float* u, const float* q, float* o, float o_scale),
+               (k, v, decay, beta, dk, width, stride, S, u, q, o, o_scale))
 KAKEYA_PER_ISA(DotEach, (const float* q, const float* const* rows, int n, int dim, float* out), (q, rows, n, dim, out))
 KAKEYA_PER_ISA(WeightedSum, (const float* w, const float* const* rows, int n, int dim, float* out),
                (w, rows, n, dim, out))

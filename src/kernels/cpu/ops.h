@@ -42,6 +42,15 @@ void GeluMul(const float* gate, const float* up, int n, float* out);
 // x[i] *= s
 void Scale(float* x, int n, float s);
 
+// One row of the gated delta rule (Gated DeltaNet) on `width` columns of one
+// head's state S [dk, stride]: u = (v - decay * S^T k) * beta; S = decay * S
+// + k u^T; and when q is not null, o = S^T q * o_scale (v, u, o: [width]).
+// Columns are independent, so a caller may run every row on a block of
+// columns before the next block. Each column is summed over the key index in
+// order, so every ISA gives the same bits.
+void DeltaRuleStep(const float* k, const float* v, float decay, float beta, int dk, int width, int stride, float* S,
+                   float* u, const float* q, float* o, float o_scale);
+
 // x[i] = cap * tanh(x[i] / cap)
 void SoftCap(float* x, int n, float cap);
 
