@@ -21,12 +21,9 @@
 
 #include "fixture_util.h"
 #include "gguf_copy.h"
+#include "lossless_runs.h"
 #include "model/context.h"
 #include "model/model.h"
-#include "plain_decoding.h"
-#include "replay_drafter.h"
-#include "speculative/drafter_registry.h"
-#include "speculative/speculative.h"
 #include "test_files.h"
 
 namespace kakeya {
@@ -34,63 +31,22 @@ namespace {
 
 std::string Fixture(const char* name) { return fixture::ModelPath(name, "models4"); }
 
-struct Run {
-  float temperature;
-  int threads, block;
-};
-
-void CheckSpeculativeEqualsPlain(const char* model_name, int n_predict, const std::vector<Run>& runs) {
-  SCOPED_TRACE(model_name);
-  const std::unique_ptr<Model> model = Model::Load(Fixture(model_name));
-  const std::vector<TokenId> prompt = model->tokenizer().Encode("The quick brown fox jumps over the lazy dog.", true, true);
-  const int n_ctx = static_cast<int>(prompt.size()) + n_predict + 16;
-  for (const Run& run : runs) {
-    SCOPED_TRACE("temperature " + std::to_string(run.temperature) + " threads " + std::to_string(run.threads) +
-                 " block " + std::to_string(run.block));
-    GenerateOptions o;
-    o.n_predict = n_predict;
-    o.ignore_eos = true;
-    o.sampling.temperature = run.temperature;
-    o.sampling.seed = 11;
-    std::vector<TokenId> plain;
-    {
-      Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 64, .n_threads = 2});
-      plain = DecodePlainly(ctx, prompt, o, nullptr).tokens;
-    }
-    std::vector<TokenId> full = prompt;
-    full.insert(full.end(), plain.begin(), plain.end());
-    Context ctx(*model, ContextOptions{.n_ctx = n_ctx, .max_batch = 64, .n_threads = run.threads,
-                                       .max_logit_rows = std::max(run.block, 2)});
-    const SpecOptions spec_options{.block = run.block};
-    ReplayDrafter replay(full);
-    SpecStats stats;
-    EXPECT_EQ(Generate(ctx, &replay, prompt, o, spec_options, nullptr, &stats).tokens, plain);
-    EXPECT_GT(stats.accepted, n_predict / 4);
-    const DrafterSetup setup{*model, ctx, "", o.sampling, std::max(run.block, 2)};
-    const DrafterSources with_draft{.draft = fixture::ModelPath("tiny-draft-f32")};
-    for (const auto& [spec, sources] : {std::pair{"ngram", DrafterSources{}}, std::pair{"mtp", DrafterSources{}},
-                                        std::pair{"draft", with_draft}, std::pair{"auto", with_draft}}) {
-      SCOPED_TRACE(spec);
-      const std::unique_ptr<Drafter> drafter = MakeDrafter(spec, sources, setup);
-      SpecStats drafter_stats;
-      EXPECT_EQ(Generate(ctx, drafter.get(), prompt, o, spec_options, nullptr, &drafter_stats).tokens, plain);
-      // The MTP block and the draft model propose at every step, and random weights reject nearly all of it.
-      if (spec == std::string("mtp") || spec == std::string("draft")) {
-        EXPECT_GT(drafter_stats.drafted, n_predict / 2);
-      }
-    }
-  }
+// Prompt lookup, the file's MTP block, the fixtures' draft model, and auto.
+std::vector<DrafterUnderTest> Drafters() {
+  const DrafterSources with_draft{.draft = fixture::ModelPath("tiny-draft-f32")};
+  return {{"ngram", {}}, {"mtp", {}, true}, {"draft", with_draft, true}, {"auto", with_draft}};
 }
 
 TEST(Qwen35, SpeculativeEqualsPlain) {
-  CheckSpeculativeEqualsPlain("qwen35-f32", 300, {{0.0f, 2, 8}});
-  CheckSpeculativeEqualsPlain("qwen35moe-q8_0", 200, {{0.8f, 1, 4}});
+  CheckSpeculativeEqualsPlain(Fixture("qwen35-f32"), 300, {{0.0f, 2, 8}}, Drafters());
+  CheckSpeculativeEqualsPlain(Fixture("qwen35moe-q8_0"), 200, {{0.8f, 1, 4}}, Drafters());
 }
 
 TEST(Qwen35Slow, SpeculativeEqualsPlainGreedyAndSeeded) {
-  CheckSpeculativeEqualsPlain("qwen35-f32", 1500, {{0.0f, 2, 2}, {0.0f, 1, 16}, {0.8f, 2, 4}, {0.8f, 1, 8}});
-  CheckSpeculativeEqualsPlain("qwen35moe-f32", 1500, {{0.0f, 2, 16}, {0.8f, 2, 3}});
-  CheckSpeculativeEqualsPlain("qwen35-q8_0", 1500, {{0.0f, 2, 4}});
+  CheckSpeculativeEqualsPlain(Fixture("qwen35-f32"), 1500, {{0.0f, 2, 2}, {0.0f, 1, 16}, {0.8f, 2, 4}, {0.8f, 1, 8}},
+                              Drafters());
+  CheckSpeculativeEqualsPlain(Fixture("qwen35moe-f32"), 1500, {{0.0f, 2, 16}, {0.8f, 2, 3}}, Drafters());
+  CheckSpeculativeEqualsPlain(Fixture("qwen35-q8_0"), 1500, {{0.0f, 2, 4}}, Drafters());
 }
 
 // The state every recurrent layer holds at the end of the last forward.
@@ -105,48 +61,16 @@ std::vector<std::vector<float>> HeadStates(const Context& ctx) {
   return states;
 }
 
-// The same rows in one forward, and in random pieces of which random tails
-// are rolled back and run again (sometimes after several forwards without a
-// commit, as a draft model's context does): every row's logits and, at the
-// end, every layer's state are the same bits.
-void CheckCutAndRolledBack(const char* model_name, uint32_t seed) {
-  SCOPED_TRACE(model_name);
-  const std::unique_ptr<Model> model = Model::Load(Fixture(model_name));
-  constexpr int kRows = 300;
-  std::mt19937 rng(seed);
-  std::vector<TokenId> tokens(kRows);
-  for (TokenId& t : tokens) t = std::uniform_int_distribution<TokenId>(3, model->hparams().n_vocab - 1)(rng);
-  Context whole(*model, ContextOptions{.n_ctx = kRows, .max_batch = kRows, .n_threads = 2});
-  whole.Forward(tokens, /*all_logits=*/true);
-  Context pieces(*model, ContextOptions{.n_ctx = kRows, .max_batch = 64, .n_threads = 1});
-  while (pieces.n_past() < kRows) {
-    const int begin = pieces.n_past();
-    const int n = std::min(kRows - begin, std::uniform_int_distribution<int>(1, 24)(rng));
-    pieces.Forward({tokens.data() + begin, size_t(n)}, true);
-    // Sometimes a second forward before the rollback, which may then reach into the first.
-    int second = 0;
-    if (pieces.n_past() < kRows && std::uniform_int_distribution<int>(0, 2)(rng) == 0) {
-      second = std::min(kRows - pieces.n_past(), std::uniform_int_distribution<int>(1, 8)(rng));
-      pieces.Forward({tokens.data() + begin + n, size_t(second)}, true);
-    }
-    const int dropped = std::uniform_int_distribution<int>(0, n + second - 1)(rng);
-    if (dropped > 0) {  // roll back and run the dropped rows again
-      pieces.Trim(dropped);
-      pieces.Forward({tokens.data() + begin + n + second - dropped, size_t(dropped)}, true);
-    }
-    for (int r = 0; r < pieces.n_logit_rows(); ++r) {
-      const int pos = pieces.n_past() - pieces.n_logit_rows() + r;
-      ASSERT_EQ(std::memcmp(pieces.logits(r).data(), whole.logits(pos).data(), pieces.logits(r).size_bytes()), 0)
-          << "position " << pos;
-    }
-    pieces.Commit();
-  }
-  EXPECT_EQ(HeadStates(pieces), HeadStates(whole));
-}
-
+// The same 300 rows in one forward, and in random pieces with rollbacks:
+// every row's logits and, at the end, every layer's state are the same bits.
 TEST(Qwen35, RowsAndStateAreBitIdenticalHoweverCutAndRolledBack) {
-  CheckCutAndRolledBack("qwen35-f32", 3);
-  CheckCutAndRolledBack("qwen35moe-q8_0", 4);
+  for (const char* name : {"qwen35-f32", "qwen35moe-q8_0"}) {
+    SCOPED_TRACE(name);
+    const std::unique_ptr<Model> model = Model::Load(Fixture(name));
+    Context whole(*model, ContextOptions{.n_ctx = 300, .max_batch = 300, .n_threads = 2});
+    const std::unique_ptr<Context> pieces = CheckRowsAreBitIdenticalHoweverCut(*model, 300, 3, whole);
+    EXPECT_EQ(HeadStates(*pieces), HeadStates(whole));
+  }
 }
 
 // A verify block whose tail is rejected leaves the state plain decoding
