@@ -22,7 +22,13 @@
 #       --arch deepseek4): n_embd 1024, 12 layers (compression ratios 0 0 then
 #       4 128 alternating), 16 heads of 512 with one key/value head, 64
 #       experts top-6 of FFN 512, 3 hash-routed layers, vocab 129280 (1.62B
-#       weights, ~0.43 GB read per token in Q8_0; bench-ds4-TYPE.gguf).
+#       weights, ~0.43 GB read per token in Q8_0; bench-ds4-TYPE.gguf);
+#   q35moe-TYPE
+#       Qwen3.5-35B-A3B's widths at 8 layers (issue #43, make-bench-model --arch
+#       qwen35moe): n_embd 2048, 6 Gated DeltaNet layers and 2 gated attention
+#       layers, 64 experts top-8 of FFN 512 and a shared expert, vocab 151936,
+#       an MTP block (2.76B weights, 0.92 GB read per token in Q8_0;
+#       bench-q35moe-TYPE.gguf).
 # The default is the three that issue #8 is judged on; --moe adds the three that
 # issue #20 is judged on, moe-q8_0 moe-q4_k_m g4moe-q8_0 (--types "" --moe: only those).
 #
@@ -119,7 +125,7 @@ esac
 type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
   local base
   case "$1" in
-    moe-*|g4moe-*) base=${1#*moe-} ;;
+    moe-*|g4moe-*|q35moe-*) base=${1#*moe-} ;;
     ds4-*) base=${1#ds4-} ;;
     *) base=$1 ;;
   esac
@@ -130,7 +136,7 @@ type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
 }
 model_file() {
   case "$1" in
-    moe-*|g4moe-*|ds4-*) echo "$scratch/models/bench-$1.gguf" ;;
+    moe-*|g4moe-*|ds4-*|q35moe-*) echo "$scratch/models/bench-$1.gguf" ;;
     *) echo "$scratch/models/bench-1b-$1.gguf" ;;
   esac
 }
@@ -140,6 +146,7 @@ model_flags() {
                 "--experts 64 --experts-used 8 --ff-exp 512 --type $(type_of "$1")" ;;
     g4moe-*) echo "--arch gemma4 --type $(type_of "$1")" ;;
     ds4-*) echo "--arch deepseek4 --type $(type_of "$1")" ;;
+    q35moe-*) echo "--arch qwen35moe --type $(type_of "$1")" ;;
     *) echo "--type $(type_of "$1") --shape 1b" ;;
   esac
 }
