@@ -364,9 +364,11 @@ TEST(OpsTest, EveryOperationGivesEveryCpuTargetTheSameBits) {
     });
   }
   // The delta rule: a [32, 83] state (every path of its columns), two rows.
+  std::vector<float> state(32 * 83);
+  for (float& v : state) v = normal(rng);
   ExpectSameBitsOnEveryTarget([&](std::vector<float>& out) {
     constexpr int kDk = 32, kDv = 83;
-    out.assign(x.begin(), x.begin() + kDk * kDv);
+    out = state;
     std::vector<float> u(kDv), o(2 * kDv);
     for (int r = 0; r < 2; ++r) {
       DeltaRuleStep(y.data() + r * kDk, y.data() + 100 + r * kDv, 0.9f, 0.7f, kDk, kDv, kDv, out.data(), u.data(),
