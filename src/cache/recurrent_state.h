@@ -37,7 +37,7 @@ struct RecurrentLayerShape {
   int head_k_dim = 0, head_v_dim = 0;
   int state_floats() const { return n_v_heads * head_k_dim * head_v_dim; }
   // One row's inputs of the rule: keys [n_k_heads, head_k_dim], values
-  // [n_v_heads, head_v_dim], then the log decay and beta of each value head.
+  // [n_v_heads, head_v_dim], then the decay factor e^g and beta of each value head.
   int step_floats() const { return n_k_heads * head_k_dim + n_v_heads * head_v_dim + 2 * n_v_heads; }
 };
 

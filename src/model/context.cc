@@ -70,11 +70,13 @@ Context::Context(const Model& model, const ContextOptions& options)
   }
   // Layers that read another layer's keys and values keep no cache of their own.
   std::vector<LayerCacheShape> shapes;
+  // qwen35's Gated DeltaNet layers keep a recurrent state instead (one shape
+  // per layer, the others' empty; none at all for other models).
   std::vector<RecurrentLayerShape> recurrent;
   for (int il = 0; il < static_cast<int>(model.layers.size()); ++il) {
     const AttentionSpec& a = model.layers[il].attn;
     if (const GatedDeltaNet& d = model.layers[il].deltanet; d.present()) {
-      recurrent.resize(model.layers.size());
+      if (recurrent.empty()) recurrent.resize(model.layers.size());
       recurrent[il] = {d.conv_channels(), d.conv_kernel, d.n_k_heads, d.n_v_heads, d.head_k_dim, d.head_v_dim};
       shapes.push_back({});
       continue;

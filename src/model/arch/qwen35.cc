@@ -9,7 +9,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/ops.h"
 #include "model/arch/architecture.h"
 #include "model/forward_pass.h"
 #include "model/model_loader.h"
