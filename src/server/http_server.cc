@@ -12,6 +12,7 @@
 #include "server/api_error.h"
 #include "server/api_key.h"
 #include "server/sse.h"
+#include "server/web_assets.h"
 
 namespace kakeya {
 namespace {
@@ -48,6 +49,7 @@ std::string RouteLabel(const httplib::Request& req) {
     if (req.path == route) return route;
   }
   if (req.path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  if (const WebAsset* asset = FindWebAsset(req.path)) return std::string(asset->path);  // a fixed few
   return "other";
 }
 
@@ -125,7 +127,9 @@ void HttpServer::AddRoutes() {
       res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!options_.api_key.empty() && !BearerTokenMatches(req.get_header_value("Authorization"), options_.api_key)) {
+    // The page holds no data (a browser cannot send the key to load it); its
+    // requests to the API send the key like any client's.
+    if (!options_.api_key.empty() && !FindWebAsset(req.path) && !BearerTokenMatches(req.get_header_value("Authorization"), options_.api_key)) {
       const std::string why = req.has_header("Authorization") ? "the API key is wrong" : "no API key: send the header "
                                                                                          "'Authorization: Bearer KEY'";
       SetError(res, ApiError(401, why, "authentication_error", "", "invalid_api_key"));
@@ -167,6 +171,21 @@ void HttpServer::AddRoutes() {
     http.Post(route.first, [this, endpoint](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
       Answer(res, [&] { completions_.Handle(endpoint, ReadBody(req, res, reader, options_.max_body), res); });
+    });
+  }
+  for (const WebAsset& asset : WebAssets()) {
+    // httplib's patterns are regular expressions: the dots in file names
+    // match only dots.
+    std::string pattern;
+    for (char c : asset.path) {
+      if (c == '.') pattern += '\\';
+      pattern += c;
+    }
+    http.Get(pattern, [&asset](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Content-Security-Policy", std::string(kWebContentSecurityPolicy));
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");  // a new binary's page is not hidden by a cached one
+      res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type));
     });
   }
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {

@@ -6,6 +6,7 @@
 //   POST /v1/completions          completion_endpoint.h
 //   POST /v1/chat/completions     completion_endpoint.h
 //   GET  /metrics                 Prometheus text (metrics.h)
+//   GET  /, /app.js, ...          the chat page (web_assets.h; no key needed)
 #pragma once
 
 #include <atomic>
