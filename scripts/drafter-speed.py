@@ -8,7 +8,11 @@
 model's training corpus (the Python standard library): Debian's /usr/lib/python3/dist-packages.
 Each prompt is the 24 lines before a top-level `def` plus the `def` line. --source heldout: the
 same cuts from the packages no second-generation model was trained on
-(tools/train/heldout-prompts.jsonl; -m/--draft pick that pair). --source prose:
+(tools/train/heldout-prompts.jsonl; -m/--draft pick that pair). --source code-edit: a function
+from the files held out of the shipped model's training, a comment naming a small edit and the
+edited signature (models/prompts/code-edit.jsonl, as `kakeya bench spec --workload code-edit`):
+the continuation a coding agent wants is the function again, where prompt lookup (ngram) should
+propose whole lines. --source prose:
 paragraphs of English (/usr/share/common-licenses/GPL-3), where no drafter should help;
 --source shuffled: the same words in random order. Every configuration
 runs every prompt once per round, rounds alternate the configurations, and the figures are
@@ -56,6 +60,14 @@ def heldout_prompts(n):
     return [(r["pkg"] + "/" + r["path"], r["prompt"]) for r in rows[:n]]
 
 
+def code_edit_prompts(n):
+    with open(os.path.join(ROOT, "models", "prompts", "code-edit.jsonl"), encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    if len(rows) < n:
+        sys.exit(f"models/prompts/code-edit.jsonl holds {len(rows)} prompts, fewer than --prompts {n}")
+    return [(r["source"], r["prompt"]) for r in rows[:n]]
+
+
 def prose_prompts(n, shuffled):
     import random
     with open("/usr/share/common-licenses/GPL-3", encoding="utf-8") as f:
@@ -93,7 +105,7 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("-t", "--threads", type=int, default=2)
-    ap.add_argument("--source", choices=["code", "heldout", "prose", "shuffled"], default="code")
+    ap.add_argument("--source", choices=["code", "heldout", "code-edit", "prose", "shuffled"], default="code")
     ap.add_argument("-m", "--model", help="target GGUF (default: kakeya's default model)")
     ap.add_argument("--draft", help="drafter GGUF passed to every speculative run (--draft)")
     ap.add_argument("--json", help="also write the results here")
@@ -107,6 +119,8 @@ def main():
         cases = prompts(a.prompts)
     elif a.source == "heldout":
         cases = heldout_prompts(a.prompts)
+    elif a.source == "code-edit":
+        cases = code_edit_prompts(a.prompts)
     else:
         cases = prose_prompts(a.prompts, a.source == "shuffled")
     tmp = tempfile.mkdtemp(prefix="kakeya-drafters-")

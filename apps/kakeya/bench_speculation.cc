@@ -319,7 +319,8 @@ CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner) {
       ->check(CLI::ExistingFile);
   spec->add_option("--workload", f->workloads,
                    "Prompts, comma separated: code (function starts from files held out of the shipped model's "
-                   "training corpus), prose (English paragraphs), long (one 2,048+-token generation), "
+                   "training corpus), code-edit (a function from the same files and a small edit of it: the "
+                   "continuation copies it), prose (English paragraphs), long (one 2,048+-token generation), "
                    "file:PATH (a text file as one prompt, or JSONL with a \"prompt\" field per line)")
       ->delimiter(',')
       ->capture_default_str();

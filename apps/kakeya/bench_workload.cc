@@ -62,12 +62,12 @@ std::string ShippedPrompts(const std::string& name) {
 }  // namespace
 
 Workload LoadWorkload(const std::string& spec, int n_predict) {
-  if (spec == "code" || spec == "prose") return {spec, ReadPromptFile(ShippedPrompts(spec)), n_predict};
+  if (spec == "code" || spec == "code-edit" || spec == "prose") return {spec, ReadPromptFile(ShippedPrompts(spec)), n_predict};
   if (spec == "long") {
     return {spec, {ReadPromptFile(ShippedPrompts("code")).front()}, std::max(n_predict, kLongWorkloadTokens)};
   }
   if (spec.rfind("file:", 0) == 0) return {spec, ReadPromptFile(spec.substr(5)), n_predict};
-  Fail("--workload ", spec, " is unknown: give code, prose, long or file:PATH");
+  Fail("--workload ", spec, " is unknown: give code, code-edit, prose, long or file:PATH");
 }
 
 }  // namespace kakeya::cli

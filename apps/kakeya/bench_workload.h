@@ -2,6 +2,10 @@
 // data in models/prompts/ (scripts/make-bench-prompts.py wrote them):
 //  * code: function starts cut from the files held out of the shipped model's
 //    training corpus (the Python standard library), so no drafter has seen them;
+//  * code-edit: a function from the same files, a comment naming a small edit
+//    (a parameter renamed, a keyword argument added) and the edited signature:
+//    the continuation is the function again, so prompt lookup has whole lines
+//    to propose, as when a coding agent asks for a file back with a change;
 //  * prose: paragraphs of English, where drafters trained on code should not help;
 //  * long: one 2,048-token generation after the first code prompt, longer than
 //    the shipped model's sliding windows (128) and training context (512), so
