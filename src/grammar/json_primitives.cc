@@ -19,6 +19,7 @@ json-member ::= json-string ":" ws json-value
 json-array ::= "[" ws ( json-value ( "," ws json-value )* )? "]" ws
 json-string ::= "\"" json-char* "\"" ws
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-key-char ::= [^"\\\x00-\x1F] | "\\" ["\\bfnrt]
 json-number ::= "-"? ( "0" | [1-9] [0-9]{0,19} ) ( "." [0-9]{1,20} )? ( [eE] [-+]? [0-9]{1,3} )? ws
 json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,18} ) ws
 json-literal ::= ( "true" | "false" | "null" ) ws

@@ -11,6 +11,9 @@ namespace kakeya {
 // Rules ws, json-value, json-object, json-array, json-string, json-char,
 // json-number, json-integer, json-literal (docs/formats/json-schema.md,
 // "JSON text"). Each value rule takes the whitespace after it.
+// json-key-char is a character of an undeclared property's name, spelled
+// one way only (no \u escapes), so that the names it spells can exclude the
+// declared ones.
 std::string JsonPrimitiveRules();
 
 // A GBNF expression for the decimal integers in [minimum, maximum] (an

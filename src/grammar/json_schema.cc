@@ -3,6 +3,7 @@
 // declared property order, oneOf as anyOf) are in docs/formats/json-schema.md.
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -15,6 +16,7 @@
 #include "grammar/grammar.h"
 #include "grammar/json_primitives.h"
 #include "grammar/schema_pattern.h"
+#include "grammar/utf8_decoder.h"
 
 namespace kakeya {
 namespace {
@@ -27,6 +29,44 @@ const std::set<std::string, std::less<>> kKeywords = {
     "type", "properties", "required", "additionalProperties", "enum", "const", "items", "prefixItems",
     "minItems", "maxItems", "minLength", "maxLength", "minimum", "maximum", "pattern", "anyOf", "oneOf",
     "allOf", "$ref"};
+
+// How json-key-char spells `name`, one unit per character; nullopt if it
+// cannot (a control character without a short escape).
+std::optional<std::vector<std::string>> KeyUnits(const std::string& name) {
+  std::vector<std::string> units;
+  PartialCodePoint partial;
+  std::string pending;
+  uint32_t cp = 0;
+  for (char c : name) {
+    pending += c;
+    if (DecodeUtf8Byte(partial, uint8_t(c), cp) != Utf8Step::kComplete) continue;
+    const std::pair<uint32_t, const char*> kEscapes[] = {{'"', "\\\""}, {'\\', "\\\\"}, {0x08, "\\b"},
+                                                         {0x0C, "\\f"}, {0x0A, "\\n"}, {0x0D, "\\r"}, {0x09, "\\t"}};
+    std::string unit = pending;
+    for (const auto& [escaped, spelling] : kEscapes) {
+      if (cp == escaped) unit = spelling;
+    }
+    if (cp < 0x20 && unit.size() == 1) return std::nullopt;
+    units.push_back(unit);
+    pending.clear();
+  }
+  return units;
+}
+
+// The code points other than the controls, '"', '\\' and `excluded`.
+std::vector<CodePointRange> PlainExcept(std::vector<uint32_t> excluded) {
+  for (uint32_t cp = 0; cp < 0x20; ++cp) excluded.push_back(cp);
+  excluded.insert(excluded.end(), {'"', '\\'});
+  std::sort(excluded.begin(), excluded.end());
+  std::vector<CodePointRange> out;
+  uint32_t next = 0;
+  for (uint32_t cp : excluded) {
+    if (cp > next) out.push_back({next, cp - 1});
+    next = std::max(next, cp + 1);
+  }
+  out.push_back({next, 0x10FFFF});
+  return out;
+}
 
 class SchemaCompiler {
  public:
@@ -133,12 +173,12 @@ class SchemaCompiler {
         name = target.substr(prefix.size());
       }
     }
-    // JSON Pointer's escapes (RFC 6901).
-    for (size_t at; (at = name.find("~1")) != std::string::npos;) name.replace(at, 2, "/");
-    for (size_t at; (at = name.find("~0")) != std::string::npos;) name.replace(at, 2, "~");
     if (defs.empty() || name.empty() || name.find('/') != std::string::npos) {
       FailAt(path, "only references to \"#/$defs/NAME\" or \"#/definitions/NAME\" are supported");
     }
+    // JSON Pointer's escapes (RFC 6901), ~1 before ~0 so that ~01 stays ~1.
+    for (size_t at = 0; (at = name.find("~1", at)) != std::string::npos; ++at) name.replace(at, 2, "/");
+    for (size_t at = 0; (at = name.find("~0", at)) != std::string::npos; ++at) name.replace(at, 2, "~");
     if (!root_.is_object() || !root_.contains(defs) || !root_[defs].is_object() || !root_[defs].contains(name)) {
       FailAt(path, "\"", target, "\" names no schema");
     }
@@ -221,6 +261,54 @@ class SchemaCompiler {
     return merged;
   }
 
+  // The name of a property beyond the declared ones: a JSON string that
+  // spells none of them (a trie of their spellings: at each node, stop if
+  // no name ends there, follow a name's next character, or take any other
+  // character and then anything).
+  std::string ExtraKey(const std::vector<std::string>& declared, const std::string& hint) {
+    struct Node {
+      bool name_ends = false;
+      std::map<std::string, size_t> children;
+    };
+    std::vector<Node> trie(1);
+    for (const std::string& name : declared) {
+      const std::optional<std::vector<std::string>> units = KeyUnits(name);
+      if (!units) continue;  // json-key-char cannot spell it anyway
+      size_t node = 0;
+      for (const std::string& unit : *units) {
+        const auto [it, inserted] = trie[node].children.emplace(unit, trie.size());
+        if (inserted) trie.emplace_back();
+        node = it->second;
+      }
+      trie[node].name_ends = true;
+    }
+    std::vector<std::string> rule(trie.size());
+    for (size_t node = trie.size(); node-- > 0;) {  // children come after their parent
+      std::vector<uint32_t> plain_taken;
+      std::string escapes_left = "\"\\bfnrt";
+      std::string body = trie[node].name_ends ? "" : "\"\" | ";
+      for (const auto& [unit, child] : trie[node].children) {
+        body += GbnfLiteral(unit) + " " + rule[child] + " | ";
+        if (unit[0] == '\\') {
+          escapes_left.erase(escapes_left.find(unit[1]), 1);
+        } else {
+          PartialCodePoint partial;
+          uint32_t cp = 0;
+          for (char c : unit) DecodeUtf8Byte(partial, uint8_t(c), cp);
+          plain_taken.push_back(cp);
+        }
+      }
+      std::string other = GbnfClass(PlainExcept(plain_taken));
+      if (!escapes_left.empty()) {
+        std::string letters;
+        for (char c : escapes_left) letters += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+        other = "( " + other + " | \"\\\\\" [" + letters + "] )";
+      }
+      rule[node] = AddRule(hint + "-key", body + other + " json-key-char*");
+    }
+    return "\"\\\"\" " + rule[0] + " \"\\\"\" ws";
+  }
+
   std::string Object(const Json& s, const std::string& path) {
     struct Property {
       std::string name, value;
@@ -259,7 +347,9 @@ class SchemaCompiler {
     // ends the run of skippable ones in first_.
     const size_t n = properties.size();
     std::vector<std::string> rest(n + 1), first(n + 1);
-    const std::string extra_member = extra ? "json-string \":\" ws " + *extra : "";
+    std::vector<std::string> declared;
+    for (const Property& p : properties) declared.push_back(p.name);
+    const std::string extra_member = extra ? ExtraKey(declared, hint) + " \":\" ws " + *extra : "";
     rest[n] = extra ? AddRule(hint + "-more", "( \",\" ws " + extra_member + " )*") : "";
     first[n] = extra ? AddRule(hint + "-extra", "( " + extra_member + " " + rest[n] + " )?") : "";
     for (size_t i = n; i-- > 0;) {

@@ -69,29 +69,25 @@ class PatternParser {
     }
   }
 
+  // Anchors belong to the top-level alternatives: in ^a|b$ the first is
+  // anchored at the start only, the second at the end only.
   std::string Parse() {
-    size_t end = cps_.size();
-    const bool anchored_start = !cps_.empty() && cps_[0] == '^';
-    if (anchored_start) pos_ = 1;
-    // A final unescaped '$': count the backslashes before it.
-    bool anchored_end = false;
-    if (end > pos_ && cps_[end - 1] == '$') {
-      size_t backslashes = 0;
-      while (end - 1 - backslashes > pos_ && cps_[end - 2 - backslashes] == '\\') ++backslashes;
-      if (backslashes % 2 == 0) {
-        anchored_end = true;
-        --end;
-      }
+    end_ = cps_.size();
+    std::string out = "(";
+    while (true) {
+      const bool anchored_start = Peek() == '^' && !AtEnd();
+      if (anchored_start) ++pos_;
+      bool anchored_end = false;
+      const std::string body = Sequence(0, &anchored_end);
+      out += (anchored_start ? "" : "json-char* ") + body + (anchored_end ? "" : " json-char*");
+      if (AtEnd()) break;
+      if (Peek() != '|') Unsupported("an unmatched `)`");
+      ++pos_;
+      out += " | ";
     }
-    end_ = end;
-    std::string body = Alternatives(0);
-    if (pos_ != end_) Unsupported("an unmatched `)`");
-    if (!anchored_start) body = "json-char* " + body;
-    if (!anchored_end) body += " json-char*";
-    return body;
+    return out + ")";
   }
 
- private:
   template <typename... Args>
   [[noreturn]] void Unsupported(Args&&... args) const {
     Fail(path_, ": ", std::forward<Args>(args)..., " in the pattern is not supported (docs/formats/json-schema.md)");
@@ -102,17 +98,23 @@ class PatternParser {
 
   std::string Alternatives(int depth) {
     if (depth > grammar_limits::kMaxNesting) Unsupported("groups nested deeper than ", grammar_limits::kMaxNesting);
-    std::string out = "(" + Sequence(depth);
+    std::string out = "(" + Sequence(depth, nullptr);
     while (!AtEnd() && Peek() == '|') {
       ++pos_;
-      out += " | " + Sequence(depth);
+      out += " | " + Sequence(depth, nullptr);
     }
     return out + ")";
   }
 
-  std::string Sequence(int depth) {
+  // `anchored_end`: where a top-level alternative may end in '$'.
+  std::string Sequence(int depth, bool* anchored_end) {
     std::string out;
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
+      if (anchored_end && Peek() == '$' && (pos_ + 1 == end_ || cps_[pos_ + 1] == '|')) {
+        ++pos_;
+        *anchored_end = true;
+        break;
+      }
       std::string atom = Atom(depth);
       out += " " + atom + Quantifier();
     }
