@@ -1,0 +1,175 @@
+// GrammarMatcher (grammar.h): the parses alive after the committed tokens
+// (stack_set.h) and the UTF-8 sequence a token left unfinished. A token is
+// allowed when each of its bytes keeps some parse alive; a byte that leaves a
+// code point pending is allowed when some parse accepts a code point the
+// sequence can still complete to, as llama.cpp's match_partial_char does.
+#include <array>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "grammar/grammar.h"
+#include "grammar/grammar_internal.h"
+#include "grammar/stack_set.h"
+#include "grammar/token_trie_impl.h"
+#include "grammar/utf8_decoder.h"
+
+namespace kakeya {
+
+struct GrammarMatcher::State {
+  StackSet stacks;
+  PartialCodePoint partial;
+};
+
+namespace {
+
+using Trie = TokenTrie::Impl;
+
+// `state` after `byte`; false if no parse survives it.
+bool StepByte(const Grammar& grammar, GrammarMatcher::State& state, uint8_t byte) {
+  uint32_t cp = 0;
+  switch (DecodeUtf8Byte(state.partial, byte, cp)) {
+    case Utf8Step::kMalformed: return false;
+    case Utf8Step::kPending: return state.stacks.AcceptsSome(grammar, state.partial.first(), state.partial.last());
+    case Utf8Step::kComplete: state.stacks = AdvanceStacks(grammar, state.stacks, cp); return !state.stacks.empty();
+  }
+  return false;
+}
+
+bool StepPiece(const Grammar& grammar, GrammarMatcher::State& state, std::string_view piece) {
+  for (char c : piece) {
+    if (!StepByte(grammar, state, uint8_t(c))) return false;
+  }
+  return true;
+}
+
+// One pass over the trie from the matcher's state. Stack sets met on the way
+// are interned and their transitions memoized: inside a JSON string nearly
+// every token is allowed and the walk visits most of the trie, but only a
+// handful of distinct sets, so most nodes cost a table lookup.
+class TrieWalk {
+ public:
+  TrieWalk(const Grammar& grammar, const Trie& trie, std::span<uint8_t> allowed)
+      : grammar_(grammar), trie_(trie), allowed_(allowed) {}
+
+  void Run(const StackSet& stacks, PartialCodePoint partial) { Visit(0, Intern(StackSet(stacks)), partial); }
+
+ private:
+  static constexpr int32_t kUnknown = -2;
+  static constexpr int32_t kDead = -1;
+
+  int32_t Intern(StackSet&& set) {
+    if (set.empty()) return kDead;
+    const auto [it, inserted] = ids_.emplace(std::move(set), int32_t(sets_.size()));
+    if (inserted) {
+      sets_.push_back(&it->first);
+      ascii_.emplace_back();
+      ascii_.back().fill(kUnknown);
+    }
+    return it->second;
+  }
+
+  int32_t Next(int32_t id, uint32_t cp) {
+    int32_t* cached = nullptr;
+    if (cp < 128) {
+      cached = &ascii_[size_t(id)][cp];
+    } else {
+      cached = &other_.try_emplace((uint64_t(uint32_t(id)) << 32) | cp, kUnknown).first->second;
+    }
+    if (*cached != kUnknown) return *cached;
+    const int32_t next = Intern(AdvanceStacks(grammar_, *sets_[size_t(id)], cp));
+    // Interning may have grown ascii_, so index again rather than use `cached`.
+    if (cp < 128) {
+      ascii_[size_t(id)][cp] = next;
+    } else {
+      other_[(uint64_t(uint32_t(id)) << 32) | cp] = next;
+    }
+    return next;
+  }
+
+  void Visit(uint32_t node, int32_t id, PartialCodePoint partial) {
+    const Trie::Node& n = trie_.nodes[node];
+    for (uint32_t c = n.child_begin; c < n.child_end; ++c) {
+      const Trie::Node& child = trie_.nodes[c];
+      PartialCodePoint p = partial;
+      uint32_t cp = 0;
+      int32_t next = id;
+      switch (DecodeUtf8Byte(p, child.byte, cp)) {
+        case Utf8Step::kMalformed: continue;
+        case Utf8Step::kPending:
+          if (!sets_[size_t(id)]->AcceptsSome(grammar_, p.first(), p.last())) continue;
+          break;
+        case Utf8Step::kComplete:
+          next = Next(id, cp);
+          if (next == kDead) continue;
+          break;
+      }
+      for (uint32_t t = child.token_begin; t < child.token_end; ++t) allowed_[size_t(trie_.node_tokens[t])] = 1;
+      Visit(c, next, p);
+    }
+  }
+
+  const Grammar& grammar_;
+  const Trie& trie_;
+  std::span<uint8_t> allowed_;
+  std::unordered_map<StackSet, int32_t, StackSetHash> ids_;
+  std::vector<const StackSet*> sets_;  // by id; node-based map keys do not move
+  std::vector<std::array<int32_t, 128>> ascii_;
+  std::unordered_map<uint64_t, int32_t> other_;  // (id << 32 | code point) -> next id
+};
+
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> tokens)
+    : grammar_(std::move(grammar)), tokens_(std::move(tokens)), state_(std::make_unique<State>()) {
+  state_->stacks = InitialStacks(*grammar_);
+}
+
+GrammarMatcher::GrammarMatcher(const GrammarMatcher& other)
+    : grammar_(other.grammar_), tokens_(other.tokens_), state_(std::make_unique<State>(*other.state_)) {}
+
+GrammarMatcher& GrammarMatcher::operator=(const GrammarMatcher& other) {
+  if (this != &other) {
+    grammar_ = other.grammar_;
+    tokens_ = other.tokens_;
+    state_ = std::make_unique<State>(*other.state_);
+  }
+  return *this;
+}
+
+GrammarMatcher::~GrammarMatcher() = default;
+
+bool GrammarMatcher::CanEnd() const { return !state_->partial.pending() && state_->stacks.CanEnd(); }
+
+bool GrammarMatcher::MustEnd() const { return !state_->partial.pending() && state_->stacks.Finished(); }
+
+bool GrammarMatcher::Allows(TokenId id) const {
+  const Trie& trie = tokens_->impl();
+  if (id < 0 || size_t(id) >= trie.kinds.size()) return false;
+  switch (trie.kinds[size_t(id)]) {
+    case Trie::kEndOfGeneration: return CanEnd();
+    case Trie::kNever: return false;
+    case Trie::kText: break;
+  }
+  State state = *state_;
+  return StepPiece(*grammar_, state, trie.pieces[size_t(id)]);
+}
+
+void GrammarMatcher::AllowedTokens(std::span<uint8_t> allowed) const {
+  const Trie& trie = tokens_->impl();
+  std::fill(allowed.begin(), allowed.end(), uint8_t(0));
+  const bool can_end = CanEnd();
+  for (TokenId id : trie.end_of_generation) allowed[size_t(id)] = can_end;
+  TrieWalk(*grammar_, trie, allowed).Run(state_->stacks, state_->partial);
+}
+
+void GrammarMatcher::Accept(TokenId id) {
+  const Trie& trie = tokens_->impl();
+  if (!Allows(id)) Fail("the grammar does not allow token ", id, " here");
+  if (trie.kinds[size_t(id)] == Trie::kEndOfGeneration) {
+    state_->stacks = StackSet{{GrammarStack{}}};
+    return;
+  }
+  StepPiece(*grammar_, *state_, trie.pieces[size_t(id)]);
+}
+
+}  // namespace kakeya
