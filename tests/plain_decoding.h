@@ -5,6 +5,7 @@
 // without drafters, against an independent one.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -25,11 +26,18 @@ inline GenerateResult DecodePlainly(Context& ctx, std::span<const TokenId> promp
   GenerateResult result;
   result.prompt_tokens.assign(prompt.begin(), prompt.end());
   std::vector<TokenId> sequence(prompt.begin(), prompt.end());
+  std::optional<GrammarMatcher> grammar;
+  if (options.grammar != nullptr) grammar.emplace(*options.grammar);
   Prefill(ctx, prompt);
   for (int step = 0; step < options.n_predict; ++step) {
     const std::span<const float> logits = ctx.logits(0);
+    const TokenId next = sampler.Sample(logits, sequence, grammar ? &*grammar : nullptr);
+    if (next == kNoTokenAllowed) {
+      result.stop = StopReason::kEndOfGeneration;
+      break;
+    }
+    if (grammar && !tokenizer.IsEndOfGeneration(next)) grammar->Accept(next);
     if (options.n_top > 0) result.top.push_back(TopLogits(logits, options.n_top));
-    const TokenId next = sampler.Sample(logits, sequence);
     result.tokens.push_back(next);
     sequence.push_back(next);
     const bool keep_going = on_token ? on_token(next) : true;

@@ -156,6 +156,7 @@ int BenchSpec(SpecBenchFlags f) {
   GenerateOptions g;
   g.ignore_eos = true;  // every configuration generates the same number of tokens
   g.sampling = f.sampling.Resolve();
+  g.grammar = f.sampling.Grammar(model->tokenizer());
 
   // One drafter per method, reused across its blocks and prompts as a server
   // reuses a slot's drafter across requests (Begin starts each request).

@@ -55,6 +55,7 @@ int Chat(const ChatFlags& f) {
 
   GenerateOptions gopts;
   gopts.sampling = f.sampling.Resolve();
+  gopts.grammar = f.sampling.Grammar(model->tokenizer());
   const std::unique_ptr<Drafter> drafter =
       MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, kAdaptiveMaxBlock});
   std::fprintf(stderr, "kakeya: chat with %s (%s, context %d tokens, spec %s); one message per line, end with Ctrl-D\n",

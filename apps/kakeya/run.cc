@@ -108,6 +108,7 @@ int Run(const RunFlags& f) {
   gopts.ignore_eos = f.ignore_eos;
   gopts.n_top = f.n_top;
   gopts.sampling = f.sampling.Resolve();
+  gopts.grammar = f.sampling.Grammar(model->tokenizer());
   const std::unique_ptr<Drafter> drafter =
       MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, max_block});
   const double load_ms = MsSince(t_load);

@@ -1,8 +1,13 @@
 #include "sampling_flags.h"
 
+#include <fstream>
 #include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "grammar/json_schema.h"
 
 namespace kakeya::cli {
 namespace {
@@ -21,7 +26,38 @@ std::string Unescape(const std::string& s) {
   return out;
 }
 
+std::string ReadText(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail(flag, ": cannot read ", path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+nlohmann::ordered_json ParseSchema(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    Fail(where, ": not JSON: ", e.what());
+  }
+}
+
 }  // namespace
+
+std::shared_ptr<const GrammarMatcher> SamplingFlags::Grammar(const Tokenizer& tokenizer) const {
+  const int given = !grammar_file.empty() + !json_schema.empty() + !json_schema_file.empty();
+  if (given == 0) return nullptr;
+  if (given > 1) Fail("--grammar-file, --json-schema and --json-schema-file exclude each other: give one");
+  std::shared_ptr<const kakeya::Grammar> grammar;
+  if (!grammar_file.empty()) {
+    grammar = ParseGbnf(ReadText(grammar_file, "--grammar-file"), "--grammar-file " + grammar_file);
+  } else {
+    const std::string where = json_schema.empty() ? "--json-schema-file " + json_schema_file : "--json-schema";
+    const std::string text = json_schema.empty() ? ReadText(json_schema_file, "--json-schema-file") : json_schema;
+    grammar = ParseGbnf(JsonSchemaToGbnf(ParseSchema(text, where), where), where);
+  }
+  return std::make_shared<GrammarMatcher>(grammar, std::make_shared<TokenTrie>(tokenizer));
+}
 
 SamplingParams SamplingFlags::Resolve() const {
   SamplingParams p = params;
@@ -75,6 +111,13 @@ void AddSamplingFlags(CLI::App& app, SamplingFlags& f) {
                  "speculative sampling (Leviathan et al.), the same distribution but other bytes")
       ->check(CLI::IsMember({"match", "rejection"}))
       ->capture_default_str();
+  app.add_option("--grammar-file", f.grammar_file,
+                 "Constrain the output to a GBNF grammar (llama.cpp's format; start symbol root). Drafts the grammar "
+                 "forbids are rejected, so output stays identical to --spec none under the same grammar");
+  app.add_option("--json-schema", f.json_schema,
+                 "Constrain the output to JSON that validates against this JSON Schema (text; the supported subset: "
+                 "docs/formats/json-schema.md)");
+  app.add_option("--json-schema-file", f.json_schema_file, "The same, with the schema read from a file");
 }
 
 }  // namespace kakeya::cli

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "model/context.h"
 #include "sampling/sampler.h"
 
@@ -18,6 +20,10 @@ struct GenerateOptions {
   bool ignore_eos = false;   // keep going past end-of-generation tokens
   int n_top = 0;             // record the n_top best raw logits of every step
   SamplingParams sampling;
+  // The output must be a sentence of this grammar, which the matcher is at
+  // the start of (null: unconstrained). Speculation keeps the output
+  // byte-identical to plain decoding under the same grammar (ADR 0018).
+  std::shared_ptr<const GrammarMatcher> grammar;
 };
 
 struct TopLogit {

@@ -112,12 +112,27 @@ Sampler::Sampler(const SamplingParams& p, int n_vocab, const Tokenizer* tokenize
   prob_.resize(n_vocab);
   bin_mass_.resize(kBins);
   kept_.resize(n_vocab);
+  allowed_.resize(n_vocab);
+  masked_.resize(n_vocab);
 }
 
 std::span<const float> Sampler::Penalized(std::span<const float> logits, std::span<const TokenId> history) {
   if (!penalties_.active()) return logits;
   penalties_.Apply(history, logits, penalized_);
   return penalized_;
+}
+
+// Points `logits` at a copy in which the tokens the grammar forbids are
+// -inf; false if it allows none.
+bool Sampler::Constrain(std::span<const float>& logits, const GrammarMatcher& grammar) {
+  grammar.AllowedTokens(allowed_);
+  bool any = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    masked_[i] = allowed_[i] ? logits[i] : kNegInf;
+    any |= allowed_[i] != 0;
+  }
+  logits = masked_;
+  return any;
 }
 
 // Runs top-k, top-p and min-p; leaves the n survivors (returned) in
@@ -258,8 +273,19 @@ int32_t Sampler::GumbelMax(int n, float max_logit, int64_t position) const {
   return best;
 }
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const TokenId> history) {
-  return SampleAt(Penalized(logits, history), static_cast<int64_t>(history.size()));
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const TokenId> history,
+                        const GrammarMatcher* grammar) {
+  logits = Penalized(logits, history);
+  if (grammar != nullptr) {
+    // Masking only removes tokens, so an allowed argmax is also the masked
+    // argmax (the first maximum either way).
+    if (params_.temperature <= 0) {
+      const int32_t best = Argmax(logits);
+      if (grammar->Allows(best)) return best;
+    }
+    if (!Constrain(logits, *grammar)) return kNoTokenAllowed;
+  }
+  return SampleAt(logits, static_cast<int64_t>(history.size()));
 }
 
 int32_t Sampler::SampleAt(std::span<const float> logits, int64_t position) {
@@ -269,10 +295,12 @@ int32_t Sampler::SampleAt(std::span<const float> logits, int64_t position) {
   return GumbelMax(n, max_logit, position);
 }
 
-void Sampler::Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs) {
+void Sampler::Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs,
+                           const GrammarMatcher* grammar) {
   assert(probs.size() == cand_.size());
   logits = Penalized(logits, history);
   std::fill(probs.begin(), probs.end(), 0.0f);
+  if (grammar != nullptr && !Constrain(logits, *grammar)) return;
   if (params_.temperature <= 0) {
     probs[Argmax(logits)] = 1.0f;
     return;

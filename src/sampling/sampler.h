@@ -28,6 +28,12 @@
 // filtered distribution (Distribution) and uniform draws from a stream
 // (Uniform, DrawFrom; xoshiro256**, the same on every machine).
 //
+// A grammar (grammar.h), when given, applies before everything else: the
+// tokens it forbids next count as -inf logits, so the filters, the
+// temperature and the choice see only the tokens it allows. Greedy decoding
+// first tries the unconstrained argmax, which stands whenever the grammar
+// allows it; only otherwise is the whole vocabulary masked.
+//
 // Non-finite logits: NaN and -inf tokens get probability 0; if any logit is
 // +inf the mass is shared equally by the +inf tokens. If no token has a
 // usable logit the distribution is one-hot at Argmax().
@@ -37,6 +43,7 @@
 #include <span>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampling/penalties.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
@@ -45,6 +52,10 @@ namespace kakeya {
 
 // First index of the maximum; NaN never wins. 0 if every entry is NaN.
 int32_t Argmax(std::span<const float> logits);
+
+// What Sample returns when a grammar allows no token at all (it needs a byte
+// no token of the vocabulary starts with): the decoder ends the output there.
+inline constexpr TokenId kNoTokenAllowed = -1;
 
 // xoshiro256** (Blackman & Vigna 2018) seeded through SplitMix64, as its
 // authors recommend: fixed integer arithmetic, so a seed gives the same stream
@@ -70,18 +81,22 @@ class Sampler {
 
   // The token at position history.size() (its index in the sequence, the
   // prompt included) from raw logits (n_vocab), after the repetition
-  // controls for `history`: the penalized argmax when greedy, otherwise the
-  // Gumbel-max choice at that position. Consumes no RNG state; no allocation.
-  int32_t Sample(std::span<const float> logits, std::span<const TokenId> history);
+  // controls for `history` and the grammar, if any: the penalized argmax
+  // when greedy, otherwise the Gumbel-max choice at that position. Consumes
+  // no RNG state; no allocation without a grammar.
+  int32_t Sample(std::span<const float> logits, std::span<const TokenId> history,
+                 const GrammarMatcher* grammar = nullptr);
 
   // The same choice at `position` without the repetition controls, for
   // drafters, who pick by the target's noise but need not be exact.
   int32_t SampleAt(std::span<const float> logits, int64_t position);
 
-  // The final distribution after all filters and the repetition controls
-  // for `history` (zeros for filtered tokens; sums to 1), written to `probs`
-  // (n_vocab). One-hot at the argmax when greedy.
-  void Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs);
+  // The final distribution after the grammar, all filters and the
+  // repetition controls for `history` (zeros for filtered tokens; sums to
+  // 1), written to `probs` (n_vocab). One-hot at the argmax when greedy; all
+  // zeros if the grammar allows nothing.
+  void Distribution(std::span<const float> logits, std::span<const TokenId> history, std::span<float> probs,
+                    const GrammarMatcher* grammar = nullptr);
 
   // Draws from an explicit distribution, which need not be normalized: one
   // Uniform() u, then the first token id whose cumulative mass, summed in
@@ -99,6 +114,7 @@ class Sampler {
   };
 
   std::span<const float> Penalized(std::span<const float> logits, std::span<const TokenId> history);
+  bool Constrain(std::span<const float>& logits, const GrammarMatcher& grammar);
   int Survivors(std::span<const float> logits, float* max_logit);
   int Filter(std::span<const float> logits);
   int GatherTopK(std::span<const float> logits);
@@ -116,6 +132,8 @@ class Sampler {
   std::vector<float> prob_;      // [n_vocab] final probability of cand_[i]
   std::vector<double> bin_mass_;  // [kBins] top-p mass per logit bin (sampler.cc)
   std::vector<bool> kept_;        // [n_vocab] scratch for OrderById
+  std::vector<uint8_t> allowed_;  // [n_vocab] the grammar's mask
+  std::vector<float> masked_;     // [n_vocab] logits with the grammar's forbidden tokens at -inf
 };
 
 }  // namespace kakeya

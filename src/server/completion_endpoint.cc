@@ -116,7 +116,12 @@ void RespondWhole(const std::shared_ptr<CompletionJob>& job, httplib::Response& 
 
 CompletionEndpoint::CompletionEndpoint(const Model& model, std::string model_id, Scheduler& scheduler,
                                        const ChatPrompt& chat, ServerCounters& counters)
-    : model_(model), model_id_(std::move(model_id)), scheduler_(scheduler), chat_(chat), counters_(counters) {}
+    : model_(model),
+      model_id_(std::move(model_id)),
+      scheduler_(scheduler),
+      chat_(chat),
+      counters_(counters),
+      tokens_(std::make_shared<TokenTrie>(model.tokenizer())) {}
 
 std::vector<TokenId> CompletionEndpoint::PromptTokens(const CompletionRequest& r) const {
   const Tokenizer& tok = model_.tokenizer();
@@ -150,7 +155,10 @@ void CompletionEndpoint::Handle(Endpoint endpoint, const std::string& body, http
   const CompletionRequest r = ParseCompletionRequest(body, endpoint, model_id_);
   std::vector<TokenId> prompt = PromptTokens(r);
   const ResponseHeader header{endpoint, NewResponseId(endpoint), static_cast<int64_t>(std::time(nullptr)), model_id_};
-  auto* submitted = new CompletionJob(scheduler_, model_.tokenizer(), counters_, r, std::move(prompt), header);
+  std::shared_ptr<const GrammarMatcher> grammar;
+  if (r.grammar != nullptr) grammar = std::make_shared<GrammarMatcher>(r.grammar, tokens_);
+  auto* submitted =
+      new CompletionJob(scheduler_, model_.tokenizer(), counters_, r, std::move(prompt), header, std::move(grammar));
   ++open_jobs_;
   const std::shared_ptr<CompletionJob> job(submitted, [this](CompletionJob* j) {
     delete j;

@@ -46,6 +46,7 @@ class CompletionEndpoint {
   Scheduler& scheduler_;
   const ChatPrompt& chat_;
   ServerCounters& counters_;
+  std::shared_ptr<const TokenTrie> tokens_;  // the vocabulary as grammars walk it, built once
   std::atomic<int> open_jobs_{0};
 };
 

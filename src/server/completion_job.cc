@@ -5,7 +5,8 @@
 namespace kakeya {
 
 CompletionJob::CompletionJob(Scheduler& scheduler, const Tokenizer& tokenizer, ServerCounters& counters,
-                             const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header)
+                             const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header,
+                             std::shared_ptr<const GrammarMatcher> grammar)
     : scheduler_(scheduler), tokenizer_(tokenizer), counters_(counters), request_(request), header_(std::move(header)),
       channel_(std::make_shared<TokenChannel>()), completion_(tokenizer, request.stop) {
   GenerationRequest generation;
@@ -13,6 +14,7 @@ CompletionJob::CompletionJob(Scheduler& scheduler, const Tokenizer& tokenizer, S
   // No max_tokens: the context's end stops the generation ("length").
   generation.options.n_predict = request.max_tokens > 0 ? request.max_tokens : scheduler.options().n_ctx;
   generation.options.sampling = request.sampling;
+  generation.options.grammar = std::move(grammar);
   GenerationCallbacks callbacks;
   const int n_top = request.logprobs ? request.top_logprobs : -1;
   callbacks.on_token = [channel = channel_, n_top](const TokenEvent& e) {

@@ -26,7 +26,8 @@ class CompletionJob {
   // Submits the request. Throws ApiError 503 (with Retry-After) when the
   // queue is full or the server is shutting down.
   CompletionJob(Scheduler& scheduler, const Tokenizer& tokenizer, ServerCounters& counters,
-                const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header);
+                const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header,
+                std::shared_ptr<const GrammarMatcher> grammar);
   // Cancels the generation if it is still running.
   ~CompletionJob();
 

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "server/api_error.h"
+#include "server/response_format.h"
 
 namespace kakeya {
 namespace {
@@ -145,11 +146,6 @@ void RefuseUnsupported(const Fields& f) {
   }
   for (const char* tools : {"tools", "functions"}) {
     if (const json* t = f.Find(tools); t != nullptr && !(t->is_array() && t->empty())) refuse(tools, "(tool calling)");
-  }
-  if (const json* format = f.Find("response_format")) {
-    if (!format->is_object()) throw f.WrongType("response_format", "an object", *format);
-    const auto type = Fields(*format, "response_format").String("type");
-    if (type && *type != "text") refuse("response_format", "of type " + *type);
   }
 }
 
@@ -318,6 +314,7 @@ CompletionRequest ParseCompletionRequest(std::string_view body, Endpoint endpoin
   }
   ParseRepetitionControls(f, r.sampling);
   r.stop = ParseStop(f);
+  r.grammar = ParseOutputConstraint(body, request);
 
   r.stream = f.Boolean("stream").value_or(false);
   if (const json* options = f.Find("stream_options")) {

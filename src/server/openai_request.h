@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "grammar/grammar.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,6 +45,9 @@ struct CompletionRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
   int top_logprobs = 0;        // alternatives per token, with logprobs
+  // response_format json_object / json_schema, or llama.cpp's grammar and
+  // json_schema fields, compiled (response_format.h); null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 // Largest nesting of arrays and objects a body may have: deep enough for any

@@ -95,6 +95,9 @@ void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOp
          " (pass a larger -c, up to the model's training context)");
   }
   options.sampling.Validate();
+  if (options.grammar != nullptr && synthetic_rate_ > 0) {
+    Fail("synthetic acceptance keeps drafts the target did not pick, which a grammar may forbid: use one or the other");
+  }
   options_ = options;
   on_token_ = std::move(on_token);
   const int n_vocab = target_.model().hparams().n_vocab;
@@ -103,6 +106,12 @@ void SpeculativeDecoder::Start(std::span<const TokenId> prompt, const GenerateOp
 
   // Everything the steps touch is allocated here, once per request.
   sampler_ = std::make_unique<Sampler>(options.sampling, n_vocab, &target_.model().tokenizer(), n_ctx);
+  if (options.grammar != nullptr) {
+    grammar_.emplace(*options.grammar);
+  } else {
+    grammar_.reset();
+  }
+  row_grammar_.reset();
   policies_.clear();
   history_.assign(prompt.begin(), prompt.end());
   history_.reserve(prompt.size() + options.n_predict + max_block_);
@@ -218,11 +227,17 @@ int SpeculativeDecoder::DraftsFor(const Drafter& d, const StepLoad& others) {
 }
 
 bool SpeculativeDecoder::Emit(TokenId t, std::span<const float> logits) {
+  const Tokenizer& tokenizer = target_.model().tokenizer();
+  if (t == kNoTokenAllowed) {
+    result_.stop = StopReason::kEndOfGeneration;
+    return false;
+  }
+  if (grammar_ && !tokenizer.IsEndOfGeneration(t)) grammar_->Accept(t);
   if (options_.n_top > 0) result_.top.push_back(TopLogits(logits, options_.n_top));
   result_.tokens.push_back(t);
   history_.push_back(t);
   const bool keep_going = on_token_ ? on_token_(t, logits) : true;
-  if (!options_.ignore_eos && target_.model().tokenizer().IsEndOfGeneration(t)) {
+  if (!options_.ignore_eos && tokenizer.IsEndOfGeneration(t)) {
     result_.stop = StopReason::kEndOfGeneration;
     return false;
   }
@@ -286,7 +301,10 @@ void SpeculativeDecoder::Apply(double forward_ms) {
     if (!prefilling()) {
       // The prompt's last row gives the first token, the first bonus.
       decode_start_ = Clock::now();
-      if (options_.n_predict <= 0 || !Emit(sampler_->Sample(target_.logits(0), history_), target_.logits(0))) Stop();
+      if (options_.n_predict <= 0 ||
+          !Emit(sampler_->Sample(target_.logits(0), history_, grammar_ ? &*grammar_ : nullptr), target_.logits(0))) {
+        Stop();
+      }
     }
     return;
   }
@@ -300,8 +318,10 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   // drafts before it (reserved room: no allocation).
   const size_t committed = history_.size();
   history_.insert(history_.end(), drafts.begin(), drafts.end());
-  Verdict v = rejection_ ? VerifyRejection(rows, drafts, q, *sampler_, history_, p_, residual_)
-                         : VerifyMatch(rows, drafts, *sampler_, history_);
+  GrammarMatcher* row_grammar = nullptr;
+  if (grammar_) row_grammar = &row_grammar_.emplace(*grammar_);
+  Verdict v = rejection_ ? VerifyRejection(rows, drafts, q, *sampler_, history_, p_, residual_, row_grammar)
+                         : VerifyMatch(rows, drafts, *sampler_, history_, row_grammar);
   if (synthetic_rate_ > 0) {
     v.accepted = 0;
     while (v.accepted < m && synthetic_rng_->Uniform() < synthetic_rate_) ++v.accepted;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -145,6 +146,8 @@ class SpeculativeDecoder {
   GenerateOptions options_;
   TokenSink on_token_;
   std::unique_ptr<Sampler> sampler_;
+  std::optional<GrammarMatcher> grammar_;      // at the committed tokens' end
+  std::optional<GrammarMatcher> row_grammar_;  // the verifier's copy, advanced over the accepted drafts
   double synthetic_rate_ = 0;  // per-draft acceptance that gives SpecOptions::synthetic_accept
   std::unique_ptr<Rng> synthetic_rng_;
   bool rejection_ = false;  // sampling, verified by VerifyRejection

@@ -19,7 +19,7 @@ enum class SampledVerify {
 
 struct Verdict {
   int accepted = 0;  // leading drafts kept
-  TokenId next = 0;  // the target's token after them: the new bonus
+  TokenId next = 0;  // the target's token after them: the new bonus (kNoTokenAllowed: the grammar ends the output)
   bool resampled = false;  // next came from the residual of a rejection
 };
 
@@ -38,9 +38,11 @@ struct BlockLogits {
 // next token is the target's pick after the last accepted draft. Rows are
 // batch-invariant, so this is byte-identical to plain decoding with the same
 // settings. history: the committed tokens (ending with the bonus), then the
-// drafts.
+// drafts. grammar (null: none): the constraint at the first row, advanced
+// past each accepted draft; a draft it forbids can never equal the target's
+// pick, so it is rejected like any other mismatch.
 Verdict VerifyMatch(const BlockLogits& logits, std::span<const TokenId> drafts, Sampler& sampler,
-                    std::span<const TokenId> history);
+                    std::span<const TokenId> history, GrammarMatcher* grammar = nullptr);
 
 // Speculative sampling (Leviathan et al. 2023, Algorithm 1; Chen et al. 2023):
 // draft i is accepted with probability min(1, p(d_i) / q(d_i)), where p is the
@@ -51,9 +53,10 @@ Verdict VerifyMatch(const BlockLogits& logits, std::span<const TokenId> drafts, 
 // target's, but the draws come from the sampler's stream, so the bytes
 // depend on the drafts. draft_probs: q rows [drafts.size(), n_vocab], or
 // empty for a deterministic drafter (q one-hot at the draft). history as
-// for VerifyMatch. p and residual: scratch of n_vocab floats.
+// and grammar as for VerifyMatch (p is then the constrained distribution,
+// zero on forbidden drafts). p and residual: scratch of n_vocab floats.
 Verdict VerifyRejection(const BlockLogits& logits, std::span<const TokenId> drafts,
                         std::span<const float> draft_probs, Sampler& sampler, std::span<const TokenId> history,
-                        std::span<float> p, std::span<float> residual);
+                        std::span<float> p, std::span<float> residual, GrammarMatcher* grammar = nullptr);
 
 }  // namespace kakeya
