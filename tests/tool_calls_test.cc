@@ -259,6 +259,17 @@ TEST(ToolCallParse, ArgumentsAreCompactJsonInTheModelsKeyOrder) {
   EXPECT_EQ(r.calls[0].arguments, R"({"z":1,"a":[1,2]})");
 }
 
+TEST(ToolCallParse, DeeplyNestedArgumentsStayContent) {
+  const std::string deep = std::string(100, '[') + std::string(100, ']');
+  const std::string reply = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": " + deep + "}}\n</tool_call>";
+  const ParsedToolReply r = ToolCallParser::Parse(reply, SyntaxOf("qwen3"), kTools);
+  EXPECT_TRUE(r.calls.empty());
+  EXPECT_EQ(r.content, reply);
+  const std::string shallow = std::string(10, '[') + std::string(10, ']');
+  EXPECT_EQ(ToolCallParser::Parse("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": " + shallow + "}}</tool_call>",
+                                  SyntaxOf("qwen3"), kTools).calls.size(), 1u);
+}
+
 ParsedToolReply Streamed(const Case& c, const std::vector<size_t>& cuts) {
   ToolCallParser parser(SyntaxOf(c.family), kTools);
   ParsedToolReply all;

@@ -54,8 +54,40 @@ size_t JsonObjectEnd(std::string_view s, size_t open) {
   return std::string_view::npos;
 }
 
+// Deeper than this, a model's JSON is refused (left as content): dumping
+// and comparing JSON recurse, and a reply must not be able to exhaust the stack.
+constexpr int kMaxJsonDepth = 64;
+
+bool NestedTooDeep(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth) return true;
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// `text` as JSON, or discarded when it is not JSON or nests too deep.
+ordered_json ParseJson(std::string_view text) {
+  if (NestedTooDeep(text)) return ordered_json(ordered_json::value_t::discarded);
+  return ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 std::optional<ordered_json> JsonObject(std::string_view text) {
-  ordered_json j = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ordered_json j = ParseJson(text);
   if (!j.is_object()) return std::nullopt;
   return j;
 }
@@ -76,8 +108,6 @@ class GemmaReader {
   }
 
  private:
-  static constexpr int kMaxDepth = 64;
-
   void SkipSpace() {
     while (i_ < s_.size() && IsSpace(s_[i_])) ++i_;
   }
@@ -107,7 +137,7 @@ class GemmaReader {
     return !out.empty();
   }
   bool Value(ordered_json& out, int depth) {
-    if (depth > kMaxDepth) return false;
+    if (depth > kMaxJsonDepth) return false;
     SkipSpace();
     if (i_ >= s_.size()) return false;
     std::string text;
@@ -221,7 +251,7 @@ std::optional<ToolCall> KeyValuesCall(std::string_view body, const ToolCallSynta
     // The template writes strings bare and everything else as JSON.
     ordered_json v = IsStringParameter(tools, name, key)
                          ? ordered_json(value)
-                         : ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
+                         : ParseJson(value);
     if (v.is_discarded()) v = value;
     arguments[key] = std::move(v);
   }
