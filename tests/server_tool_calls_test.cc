@@ -5,6 +5,7 @@
 // streamed delta.tool_calls, finish_reason "tool_calls").
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,6 +16,9 @@
 #include "gguf_copy.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
+#include "server/completion_job.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "test_files.h"
@@ -219,6 +223,35 @@ TEST(ToolPrompt, TemplatesWithoutToolSyntaxRefuseTools) {
   const ChatPrompt chatml(*plain);
   EXPECT_EQ(chatml.tool_syntax(), nullptr);
   EXPECT_THROW(chatml.Tokens(r.messages, r.tools), ApiError);
+}
+
+// A reply read for calls goes through the job like any other: the same text
+// as the request without tools when the model writes no call (this random
+// fixture does not), pulled in small pieces or whole.
+TEST(ToolPrompt, AJobReadingCallsPassesOtherTextThrough) {
+  const TempDir dir("tool_job");
+  const std::unique_ptr<Model> model = WithTemplate(dir, "tiny-qwen3-f32", "qwen3");
+  const ChatPrompt chat(*model);
+  Scheduler scheduler(*model, SchedulerOptions{.slots = 2, .n_ctx = 512, .n_threads = 2}, nullptr);
+  ServerCounters counters;
+  const ResponseHeader header{Endpoint::kChatCompletions, "chatcmpl-1", 100, kModel};
+  auto run = [&](const std::string& body, bool read_calls, std::chrono::milliseconds pull) {
+    const CompletionRequest r = ParseChat(body);
+    CompletionJob job(scheduler, model->tokenizer(), counters, r, chat.Tokens(r.messages, r.tools), header,
+                      read_calls ? chat.tool_syntax() : nullptr, read_calls ? chat.tool_marker_tokens() : std::vector<TokenId>{});
+    std::string streamed;
+    while (!job.finished()) streamed += job.Pull(pull).text;
+    EXPECT_EQ(streamed, job.text());
+    EXPECT_TRUE(job.tool_calls().empty());
+    EXPECT_NE(job.Summary().finish_reason, "tool_calls");
+    return job.text();
+  };
+  const std::string body = Body(kTools + R"(, "max_tokens": 40, "temperature": 0)");
+  const std::string plain = run(body, false, std::chrono::milliseconds(1000));
+  ASSERT_FALSE(plain.empty());
+  ASSERT_EQ(plain.find("<tool_call>"), std::string::npos) << "the fixture wrote a call opener: " << plain;
+  EXPECT_EQ(run(body, true, std::chrono::milliseconds(1)), plain);
+  EXPECT_EQ(run(body, true, std::chrono::milliseconds(1000)), plain);
 }
 
 // ---- the reply ----

@@ -432,7 +432,14 @@ bool ToolCallParser::TakeCall(size_t at, bool final, ParsedToolReply& out) {
   }
   if (end == std::string::npos) {  // not closed yet
     if (!final) return false;
-    out.content += std::string_view(text_).substr(pos_);
+    // The reply ended without the closing marker: a call still if its body is whole.
+    std::optional<ToolCall> call;
+    if (!syntax_.call_close.empty()) call = ParseCallBody(std::string_view(text_).substr(at), syntax_, tools_);
+    if (call) {
+      out.calls.push_back(std::move(*call));
+    } else {
+      out.content += std::string_view(text_).substr(pos_);
+    }
     pos_ = text_.size();
     return false;
   }

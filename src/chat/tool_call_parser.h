@@ -4,8 +4,9 @@
 // Content is the text outside calls; whitespace between content and a call,
 // and between calls, is dropped. A call whose body does not parse (bad
 // JSON, missing name) stays in the content as the model wrote it, as does a
-// call the generation cut off before it closed: the client sees what the
-// model said rather than a call it cannot run.
+// call the generation cut off before its body was whole: the client sees
+// what the model said rather than a call it cannot run. (A whole body whose
+// closing marker never came, the reply having ended, is still a call.)
 //
 // Streaming holds back only what may still become part of a call: a tail
 // that could be the start of an opening marker (with the whitespace before
