@@ -29,9 +29,9 @@ std::vector<kakeya::ChatTemplate> LoadTemplates() {
   // Templates of families that read messages differently: ChatML
   // (qwen2.5), Llama 3.1 (system and tool handling), Gemma 3 (role
   // alternation checks that raise_exception), and the tool-call syntaxes of
-  // Gemma 4, GLM-4.5 and DeepSeek V3.1.
+  // Gemma 4, GLM-4.5, DeepSeek V3.1 and Qwen3-Coder.
   std::vector<kakeya::ChatTemplate> templates;
-  for (const char* name : {"qwen2.5", "llama3.1", "gemma3", "gemma4", "glm4.5", "deepseek-v3.1"}) {
+  for (const char* name : {"qwen2.5", "llama3.1", "gemma3", "gemma4", "glm4.5", "deepseek-v3.1", "qwen3-coder"}) {
     std::ifstream in(std::string(KAKEYA_CHAT_TEMPLATES) + "/" + name + ".jinja");
     std::stringstream source;
     source << in.rdbuf();

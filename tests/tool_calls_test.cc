@@ -90,13 +90,14 @@ TEST(ToolCallSyntax, FamiliesAreDetectedFromTheTemplate) {
   EXPECT_EQ(SyntaxOf("gemma4").family, ToolCallFamily::kGemma4);
   EXPECT_EQ(SyntaxOf("glm4.5").family, ToolCallFamily::kGlm45);
   EXPECT_EQ(SyntaxOf("deepseek-v3.1").family, ToolCallFamily::kDeepSeekV31);
+  EXPECT_EQ(SyntaxOf("qwen3-coder").family, ToolCallFamily::kQwenXml);
   for (const char* unsupported : {"chatml", "qwen2", "gemma2", "gemma3", "mistral-v3", "mistral-nemo", "phi3", "phi3.5",
                                   "phi4", "deepseek-r1", "glm4"}) {
     EXPECT_FALSE(DetectToolCallSyntax(Source(unsupported))) << unsupported;
   }
   // DeepSeek V3.1's published template renders earlier calls but never the definitions.
   EXPECT_FALSE(TemplateRendersTools(Source("deepseek-v3.1")));
-  for (const char* family : {"qwen2.5", "qwen3", "llama3.1", "llama3.2", "gemma4", "glm4.5"}) {
+  for (const char* family : {"qwen2.5", "qwen3", "qwen3-coder", "llama3.1", "llama3.2", "gemma4", "glm4.5"}) {
     EXPECT_TRUE(TemplateRendersTools(Source(family))) << family;
   }
 }
@@ -111,6 +112,18 @@ TEST(ToolCallRender, Qwen) {
     ExpectContains(text, "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response><|im_end|>\n"
                          "<|im_start|>assistant\n");
   }
+}
+
+TEST(ToolCallRender, QwenCoder) {
+  const std::string text = RenderWithTools("qwen3-coder");
+  ExpectContains(text, "<|im_start|>system\nYou are helpful.\n\nYou have access to the following functions:\n\n<tools>\n"
+                       "<function>\n<name>get_weather</name>\n<description>Weather for a city</description>\n<parameters>\n"
+                       "<parameter>\n<name>city</name>\n<type>string</type>\n</parameter>\n<parameter>\n<name>days</name>\n"
+                       "<type>integer</type>\n</parameter>\n<required>[`city`]</required>\n</parameters>\n</function>");
+  ExpectContains(text, "<|im_start|>assistant\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                       "<parameter=days>\n2\n</parameter>\n</function>\n</tool_call><|im_end|>\n");
+  ExpectContains(text, "<|im_start|>user\n<tool_response>\n{\"temp\": 21}\n</tool_response>\n<|im_end|>\n"
+                       "<|im_start|>assistant\n");
 }
 
 TEST(ToolCallRender, Llama3) {
@@ -177,6 +190,11 @@ std::vector<Case> Cases() {
   const Call cet{"get_time", R"({"zone": "CET"})"};
   const std::string qwen_paris = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n</tool_call>";
   const std::string qwen_cet = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n</tool_call>";
+  const std::string coder_paris =
+      "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n2\n</parameter>\n"
+      "</function>\n</tool_call>";
+  const std::string coder_cet = "<tool_call>\n<function=get_time>\n<parameter=zone>\nCET\n</parameter>\n</function>\n</tool_call>";
+  const std::string coder_bad = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>";
   const std::string llama_paris = R"({"name": "get_weather", "parameters": {"city": "Paris", "days": 2}})";
   const std::string llama_cet = R"({"name": "get_time", "parameters": {"zone": "CET"}})";
   const std::string gemma_paris = "<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>";
@@ -202,6 +220,18 @@ std::vector<Case> Cases() {
       {"qwen3", "ended before the close", "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"zone\": \"CET\"}}\n",
        "", {cet}},
       {"qwen2.5", "content after", qwen_paris + "\nDone.", "Done.", {paris}},
+      {"qwen3-coder", "one call", coder_paris, "", {paris}},
+      {"qwen3-coder", "two calls", coder_paris + "\n" + coder_cet, "", {paris, cet}},
+      {"qwen3-coder", "content first", "I will look.\n\n" + coder_paris, "I will look.", {paris}},
+      // Values are text: several lines, and digits that stay a string where the schema says so.
+      {"qwen3-coder", "multi-line string",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan\nJose\n</parameter>\n</function>\n</tool_call>", "",
+       {{"get_weather", R"({"city": "San\nJose"})"}}},
+      {"qwen3-coder", "string digits",
+       "<tool_call>\n<function=get_weather>\n<parameter=city>\n1984\n</parameter>\n</function>\n</tool_call>", "",
+       {{"get_weather", R"({"city": "1984"})"}}},
+      {"qwen3-coder", "malformed", coder_bad, coder_bad, {}},
+      {"qwen3-coder", "no call", "It is sunny.", "It is sunny.", {}},
       {"llama3.1", "one call", llama_paris, "", {paris}},
       {"llama3.1", "leading space", "  " + llama_paris, "", {paris}},
       {"llama3.1", "two calls", llama_paris + "; " + llama_cet, "", {paris, cet}},

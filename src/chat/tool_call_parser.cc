@@ -196,6 +196,15 @@ bool IsStringParameter(const ordered_json& tools, const std::string& name, const
   return false;
 }
 
+// A value as the template wrote it: text, parsed as JSON unless the schema
+// says string (then it stays text, digits and all).
+ordered_json RawValue(const std::string& value, const ordered_json& tools, const std::string& name,
+                      const std::string& key) {
+  if (IsStringParameter(tools, name, key)) return value;
+  ordered_json v = ParseJson(value);
+  return v.is_discarded() ? ordered_json(value) : v;
+}
+
 std::optional<ToolCall> JsonObjectCall(std::string_view body, const ToolCallSyntax& syntax) {
   const auto j = JsonObject(Trim(body));
   if (!j) return std::nullopt;
@@ -249,11 +258,7 @@ std::optional<ToolCall> KeyValuesCall(std::string_view body, const ToolCallSynta
     }
     key = std::string(Trim(key));
     // The template writes strings bare and everything else as JSON.
-    ordered_json v = IsStringParameter(tools, name, key)
-                         ? ordered_json(value)
-                         : ParseJson(value);
-    if (v.is_discarded()) v = value;
-    arguments[key] = std::move(v);
+    arguments[key] = RawValue(value, tools, name, key);
   }
   return ToolCall{{}, name, arguments.dump()};
 }
@@ -270,12 +275,46 @@ std::optional<ToolCall> GemmaCall(std::string_view body, const ToolCallSyntax& s
   return ToolCall{{}, name, args->dump()};
 }
 
+std::optional<ToolCall> XmlFunctionCall(std::string_view body, const ToolCallSyntax& syntax, const ordered_json& tools) {
+  body = Trim(body);
+  if (!StartsWith(body, 0, syntax.name_prefix)) return std::nullopt;
+  const size_t name_end = body.find(syntax.name_end, syntax.name_prefix.size());
+  if (name_end == std::string_view::npos) return std::nullopt;
+  const std::string name(Trim(body.substr(syntax.name_prefix.size(), name_end - syntax.name_prefix.size())));
+  if (!PlausibleName(name)) return std::nullopt;
+  ordered_json arguments = ordered_json::object();
+  size_t i = name_end + syntax.name_end.size();
+  for (;;) {
+    while (i < body.size() && IsSpace(body[i])) ++i;
+    if (i == body.size()) break;  // </function> left out
+    if (StartsWith(body, i, syntax.function_close)) {
+      if (!Trim(body.substr(i + syntax.function_close.size())).empty()) return std::nullopt;
+      break;
+    }
+    if (!StartsWith(body, i, syntax.key_open)) return std::nullopt;
+    const size_t key_end = body.find(syntax.key_close, i + syntax.key_open.size());
+    if (key_end == std::string_view::npos) return std::nullopt;
+    const std::string key(Trim(body.substr(i + syntax.key_open.size(), key_end - i - syntax.key_open.size())));
+    const size_t value_begin = key_end + syntax.key_close.size();
+    const size_t value_end = body.find(syntax.value_close, value_begin);
+    if (key.empty() || value_end == std::string_view::npos) return std::nullopt;
+    // The template puts the value on lines of its own.
+    std::string_view value = body.substr(value_begin, value_end - value_begin);
+    if (!value.empty() && value.front() == '\n') value.remove_prefix(1);
+    if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
+    arguments[key] = RawValue(std::string(value), tools, name, key);
+    i = value_end + syntax.value_close.size();
+  }
+  return ToolCall{{}, name, arguments.dump()};
+}
+
 std::optional<ToolCall> ParseCallBody(std::string_view body, const ToolCallSyntax& syntax, const ordered_json& tools) {
   switch (syntax.layout) {
     case ToolCallLayout::kJsonObject: return JsonObjectCall(body, syntax);
     case ToolCallLayout::kNameThenJson: return NameThenJsonCall(body, syntax);
     case ToolCallLayout::kNameThenKeyValues: return KeyValuesCall(body, syntax, tools);
     case ToolCallLayout::kGemmaObject: return GemmaCall(body, syntax);
+    case ToolCallLayout::kXmlFunction: return XmlFunctionCall(body, syntax, tools);
   }
   return std::nullopt;
 }

@@ -65,6 +65,18 @@ ToolCallSyntax DeepSeekV31() {
   return s;
 }
 
+ToolCallSyntax QwenXml() {
+  ToolCallSyntax s = Syntax(ToolCallFamily::kQwenXml, "Qwen3-Coder (<tool_call> with <function=...>)",
+                            ToolCallLayout::kXmlFunction, "<tool_call>", "</tool_call>");
+  s.name_prefix = "<function=";
+  s.name_end = ">";
+  s.key_open = "<parameter=";
+  s.key_close = ">";
+  s.value_close = "</parameter>";
+  s.function_close = "</function>";
+  return s;
+}
+
 // The arguments of an earlier call as the template wants them: an object
 // when the client's string is a JSON object, else the string as sent.
 ordered_json ArgumentsForTemplate(const ordered_json& arguments) {
@@ -110,7 +122,8 @@ std::vector<std::string> ToolCallSyntax::Markers() const {
   std::vector<std::string> markers;
   for (const std::string* s : {&section_open, &section_close, &call_open, &call_close, &name_end, &key_open,
                                &key_close, &value_open, &value_close, &string_quote, &optional_prefix}) {
-    if (!s->empty()) markers.push_back(*s);
+    // Single characters (Qwen3-Coder's ">") are no special tokens.
+    if (s->size() > 1) markers.push_back(*s);
   }
   return markers;
 }
@@ -124,9 +137,12 @@ std::optional<ToolCallSyntax> DetectToolCallSyntax(std::string_view source) {
   if (Contains(source, "<｜tool▁calls▁begin｜>") && Contains(source, "<｜tool▁sep｜>' + tool['function']['arguments']")) {
     return DeepSeekV31();
   }
-  // Qwen3-Coder and Qwen3.5 also write <tool_call>, around <function=...>
-  // blocks: a different syntax, not supported.
-  if (Contains(source, "<tool_call>") && !Contains(source, "<function=")) return Hermes();
+  // Qwen3-Coder (and by its published description Qwen3.5) write
+  // <tool_call> around <function=...> blocks rather than JSON.
+  if (Contains(source, "<tool_call>") && Contains(source, "<function=") && Contains(source, "<parameter=")) {
+    return QwenXml();
+  }
+  if (Contains(source, "<tool_call>")) return Hermes();
   if (Contains(source, "<|start_header_id|>") && Contains(source, "\"parameters\": ")) return Llama3();
   return std::nullopt;
 }

@@ -24,6 +24,7 @@ enum class ToolCallFamily {
   kGemma4,       // <|tool_call>call:name{key:value,...}<tool_call|>, strings as <|"|>...<|"|>
   kGlm45,        // <tool_call>name\n<arg_key>k</arg_key>\n<arg_value>v</arg_value>\n</tool_call>
   kDeepSeekV31,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>name<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+  kQwenXml,      // Qwen3-Coder: <tool_call>\n<function=name>\n<parameter=k>\nv\n</parameter>\n</function>\n</tool_call>
 };
 
 // How a family lays out one call between its open and close strings.
@@ -38,6 +39,10 @@ enum class ToolCallLayout {
   // `call:` name, then Gemma's object notation {key:value,...}: keys bare,
   // strings between `string_quote`s, numbers, true/false, [..] and {..}.
   kGemmaObject,
+  // name_prefix name name_end, then (key_open key key_close \n value \n
+  // value_close)*, then function_close; values raw text as for
+  // kNameThenKeyValues.
+  kXmlFunction,
 };
 
 // The literal strings of a family's calls, enough to find them in generated
@@ -61,9 +66,11 @@ struct ToolCallSyntax {
   std::string name_end;
   // kNameThenKeyValues.
   std::string key_open, key_close, value_open, value_close;
-  // kGemmaObject: what precedes the name, and the string delimiter.
+  // kGemmaObject, kXmlFunction: what precedes the name. kGemmaObject: the
+  // string delimiter. kXmlFunction: what ends the parameters.
   std::string name_prefix;
   std::string string_quote;
+  std::string function_close;
   // Llama 3: a call may also be led by this token (its ipython mode).
   std::string optional_prefix;
   // Earlier calls' arguments go to the template as an object (it formats
@@ -77,7 +84,7 @@ struct ToolCallSyntax {
 
 // For messages: the families DetectToolCallSyntax knows.
 inline constexpr const char* kSupportedToolFamilies =
-    "supported: Qwen2.5/Qwen3, Llama 3.1/3.2/3.3, Gemma 4, GLM-4.5, DeepSeek V3.1";
+    "supported: Qwen2.5/Qwen3, Qwen3-Coder, Llama 3.1/3.2/3.3, Gemma 4, GLM-4.5, DeepSeek V3.1";
 
 // The family whose syntax the template source renders, or nullopt.
 std::optional<ToolCallSyntax> DetectToolCallSyntax(std::string_view template_source);
