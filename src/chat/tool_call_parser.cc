@@ -463,10 +463,15 @@ bool ToolCallParser::TakeCall(size_t at, bool final, ParsedToolReply& out) {
       body_end = end = JsonObjectEnd(text_, body_begin);
     }
   } else {
-    const size_t close = text_.find(syntax_.call_close, at);
+    // An open call is searched again at every piece; only from where the
+    // closing marker could begin that was not searched before.
+    const size_t from = close_search_.first == at ? std::max(at, close_search_.second) : at;
+    const size_t close = text_.find(syntax_.call_close, from);
     if (close != std::string::npos) {
       body_end = close;
       end = close + syntax_.call_close.size();
+    } else {
+      close_search_ = {at, std::max(at, text_.size() - std::min(text_.size(), syntax_.call_close.size() - 1))};
     }
   }
   if (end == std::string::npos) {  // not closed yet

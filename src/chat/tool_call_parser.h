@@ -17,6 +17,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +64,8 @@ class ToolCallParser {
   bool in_section_ = false;  // between section_open and section_close
   bool after_call_ = false;  // whitespace here follows a call: dropped
   bool at_start_ = true;     // Llama 3: only whitespace since the start or the last call
+  // (body start of an open call, where the search for its close resumes)
+  std::pair<size_t, size_t> close_search_{std::string::npos, 0};
 };
 
 }  // namespace kakeya
