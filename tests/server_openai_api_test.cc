@@ -138,7 +138,7 @@ TEST(OpenAiRequest, BadFieldsAreNamed) {
       {R"({"prompt": "x", "dry_sequence_breakers": "\n"})", "dry_sequence_breakers", "an array of strings"},
       {R"({"prompt": "x", "dry_sequence_breakers": [""]})", "dry_sequence_breakers", "non-empty strings"},
       {R"({"prompt": "x", "logit_bias": {"1": 5}})", "logit_bias", "not supported"},
-      {R"({"prompt": "x", "tools": [{"type": "function"}]})", "tools", "not supported"},
+      {R"({"prompt": "x", "tools": [{"type": "function"}]})", "tools", "/v1/chat/completions"},
       {R"({"prompt": "x", "stream": "yes"})", "stream", "must be a boolean"},
       {R"({"prompt": "x", "stream_options": []})", "stream_options", "must be an object"},
       {R"({"prompt": "x", "logprobs": 6})", "logprobs", "[0, 5]"},
@@ -265,16 +265,16 @@ TEST(OpenAiResponse, WholeCompletionAndChatResponses) {
 
 TEST(OpenAiResponse, StreamChunks) {
   const ResponseHeader chat{Endpoint::kChatCompletions, "chatcmpl-1", 100, kModel};
-  const json first = StreamChunk(chat, {"", nullptr, nullptr, true, true});
+  const json first = StreamChunk(chat, {"", nullptr, nullptr, true, true, {}, 0});
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(first.contains("usage") && first["usage"].is_null());
-  const json middle = StreamChunk(chat, {"lo", nullptr, nullptr, false, false});
+  const json middle = StreamChunk(chat, {"lo", nullptr, nullptr, false, false, {}, 0});
   EXPECT_EQ(middle["choices"][0]["delta"], json::parse(R"({"content": "lo"})"));
   EXPECT_FALSE(middle.contains("usage"));
   const CompletionSummary s = Summary();
-  const json last = StreamChunk(chat, {"", nullptr, &s, false, false});
+  const json last = StreamChunk(chat, {"", nullptr, &s, false, false, {}, 0});
   EXPECT_EQ(last["choices"][0]["delta"], json::object());
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(last["kakeya"]["speculative"]["steps"], 4);
@@ -282,7 +282,7 @@ TEST(OpenAiResponse, StreamChunks) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 12);
 
-  const json text = StreamChunk({Endpoint::kCompletions, "cmpl-1", 100, kModel}, {"x", nullptr, nullptr, true, false});
+  const json text = StreamChunk({Endpoint::kCompletions, "cmpl-1", 100, kModel}, {"x", nullptr, nullptr, true, false, {}, 0});
   EXPECT_EQ(text["object"], "text_completion");
   EXPECT_EQ(text["choices"][0]["text"], "x");
 }

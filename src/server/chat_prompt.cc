@@ -30,14 +30,37 @@ ChatPrompt::ChatPrompt(const Model& model) : tokenizer_(model.tokenizer()) {
     template_ = std::make_unique<ChatTemplate>(ChatTemplate::ChatMl(bos, eos));
     description_ = "ChatML (the model has no tokenizer.chat_template)";
   }
+  architecture_ = std::string(model.gguf().FindString("general.architecture").value_or("unknown"));
+  tool_syntax_ = DetectToolCallSyntax(template_->source());
+  if (tool_syntax_) {
+    for (const std::string& marker : tool_syntax_->Markers()) {
+      const std::vector<TokenId> ids = tokenizer_.Encode(marker, /*add_special=*/false, /*parse_special=*/true);
+      if (ids.size() == 1) tool_marker_tokens_.push_back(ids[0]);
+    }
+  }
 }
 
 ChatPrompt::~ChatPrompt() = default;
 
-std::vector<TokenId> ChatPrompt::Tokens(const nlohmann::json& messages) const {
+std::vector<TokenId> ChatPrompt::Tokens(const nlohmann::json& messages) const { return Tokens(messages, ToolsRequest{}); }
+
+std::vector<TokenId> ChatPrompt::Tokens(const nlohmann::json& messages, const ToolsRequest& tools) const {
+  using nlohmann::ordered_json;
+  if (!tools.tools.empty() && !tool_syntax_) {
+    throw BadRequest("tools", "tools: the model's chat template (" + description_ + ", architecture " + architecture_ +
+                                  ") has no tool-call format kakeya supports (" + kSupportedToolFamilies + ")");
+  }
+  if (!tools.tools.empty() && !TemplateRendersTools(template_->source())) {
+    throw BadRequest("tools", "tools: the model's chat template (" + tool_syntax_->description +
+                                  ") does not render tool definitions, so the model would not learn of them");
+  }
+  ordered_json conversation = ordered_json::parse(messages.dump());
+  if (tool_syntax_) conversation = PrepareToolMessages(conversation, *tool_syntax_);
+  ordered_json extra = ordered_json::object();
+  if (!tools.tools.empty()) extra["tools"] = tools.tools;
   std::string text;
   try {
-    text = template_->Apply(messages, /*add_generation_prompt=*/true);
+    text = template_->Apply(conversation, /*add_generation_prompt=*/true, extra);
   } catch (const Error& e) {
     throw BadRequest("messages", std::string("the chat template refused the messages: ") + e.what());
   }

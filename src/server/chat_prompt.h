@@ -12,12 +12,15 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/tool_calls.h"
 #include "model/model.h"
+#include "server/tool_request.h"
 
 namespace kakeya {
 
@@ -33,6 +36,17 @@ class ChatPrompt {
   // Throws ApiError 400 when the template refuses them (raise_exception,
   // e.g. roles that do not alternate).
   std::vector<TokenId> Tokens(const nlohmann::json& messages) const;
+  // The same with the request's tools given to the template (`tools`) and
+  // the conversation's earlier calls and results in the form the template
+  // reads (PrepareToolMessages). Throws ApiError 400 naming "tools" when
+  // there are tools and the template has no tool-call syntax kakeya knows.
+  std::vector<TokenId> Tokens(const nlohmann::json& messages, const ToolsRequest& tools) const;
+
+  // The template's tool-call syntax, or null when it has none kakeya knows.
+  const ToolCallSyntax* tool_syntax() const { return tool_syntax_ ? &*tool_syntax_ : nullptr; }
+  // The syntax's markers that are single tokens of the vocabulary: a reply
+  // read for calls shows them even where they are special tokens.
+  const std::vector<TokenId>& tool_marker_tokens() const { return tool_marker_tokens_; }
 
   // "the model's chat template" or "ChatML (the model has no chat template)".
   const std::string& description() const { return description_; }
@@ -41,6 +55,9 @@ class ChatPrompt {
   const Tokenizer& tokenizer_;
   std::unique_ptr<const ChatTemplate> template_;
   std::string description_;
+  std::string architecture_;
+  std::optional<ToolCallSyntax> tool_syntax_;
+  std::vector<TokenId> tool_marker_tokens_;
 };
 
 }  // namespace kakeya

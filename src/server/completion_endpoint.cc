@@ -53,14 +53,17 @@ void StreamEvents(const std::shared_ptr<CompletionJob>& job, httplib::Response& 
   response.set_header("Cache-Control", "no-cache");
   response.set_chunked_content_provider(
       "text/event-stream",
-      [job, first = true, last_write = std::chrono::steady_clock::now()](size_t, httplib::DataSink& sink) mutable {
+      [job, first = true, calls_sent = size_t{0},
+       last_write = std::chrono::steady_clock::now()](size_t, httplib::DataSink& sink) mutable {
         const bool chat = job->request().endpoint == Endpoint::kChatCompletions;
         // A chat stream opens with the assistant's role, at once.
         CompletionText::Delta delta = first && chat ? CompletionText::Delta{} : job->Pull(kPollInterval);
-        const bool has_text = !delta.text.empty() || !delta.logprobs.empty();
+        const bool has_text = !delta.text.empty() || !delta.logprobs.empty() || !delta.tool_calls.empty();
         const auto now = std::chrono::steady_clock::now();
         if (has_text || (first && chat)) {
-          ChunkParts parts{delta.text, LogprobsOrNull(*job, delta.logprobs), nullptr, first, job->request().include_usage};
+          ChunkParts parts{delta.text, LogprobsOrNull(*job, delta.logprobs), nullptr, first, job->request().include_usage,
+                           std::move(delta.tool_calls), calls_sent};
+          calls_sent += parts.tool_calls.size();
           if (!Write(sink, SseEvent(StreamChunk(job->header(), parts)))) return false;
           first = false;
           last_write = now;
@@ -73,7 +76,7 @@ void StreamEvents(const std::shared_ptr<CompletionJob>& job, httplib::Response& 
           if (!Write(sink, SseEvent(failure->Body()))) return false;
         } else {
           const CompletionSummary summary = job->Summary();
-          ChunkParts last{"", nullptr, &summary, false, job->request().include_usage};
+          ChunkParts last{"", nullptr, &summary, false, job->request().include_usage, {}, 0};
           if (!Write(sink, SseEvent(StreamChunk(job->header(), last)))) return false;
           if (job->request().include_usage && !Write(sink, SseEvent(UsageChunk(job->header(), summary)))) return false;
         }
@@ -85,7 +88,8 @@ void StreamEvents(const std::shared_ptr<CompletionJob>& job, httplib::Response& 
 }
 
 std::string WholeResponse(const CompletionJob& job) {
-  return DumpJson(CompletionResponse(job.header(), job.text(), LogprobsOrNull(job, job.logprobs()), job.Summary()));
+  return DumpJson(CompletionResponse(job.header(), job.text(), LogprobsOrNull(job, job.logprobs()), job.Summary(),
+                                     job.tool_calls()));
 }
 
 // One JSON object. Quick answers get an ordinary response (with its real
@@ -128,7 +132,7 @@ std::vector<TokenId> CompletionEndpoint::PromptTokens(const CompletionRequest& r
   const std::string param = r.endpoint == Endpoint::kCompletions ? "prompt" : "messages";
   std::vector<TokenId> prompt;
   if (r.endpoint == Endpoint::kChatCompletions) {
-    prompt = chat_.Tokens(r.messages);
+    prompt = chat_.Tokens(r.messages, r.tools);
   } else if (r.prompt_is_ids) {
     for (size_t i = 0; i < r.prompt_ids.size(); ++i) {
       if (r.prompt_ids[i] >= tok.n_vocab()) {
@@ -157,8 +161,11 @@ void CompletionEndpoint::Handle(Endpoint endpoint, const std::string& body, http
   const ResponseHeader header{endpoint, NewResponseId(endpoint), static_cast<int64_t>(std::time(nullptr)), model_id_};
   std::shared_ptr<const GrammarMatcher> grammar;
   if (r.grammar != nullptr) grammar = std::make_shared<GrammarMatcher>(r.grammar, tokens_);
-  auto* submitted =
-      new CompletionJob(scheduler_, model_.tokenizer(), counters_, r, std::move(prompt), header, std::move(grammar));
+  // tool_choice "none": the tools were rendered (PromptTokens) but the reply is all content.
+  const ToolCallSyntax* tool_syntax = r.tools.parse_calls() ? chat_.tool_syntax() : nullptr;
+  auto* submitted = new CompletionJob(scheduler_, model_.tokenizer(), counters_, r, std::move(prompt), header,
+                                      tool_syntax, tool_syntax ? chat_.tool_marker_tokens() : std::vector<TokenId>{},
+                                      std::move(grammar));
   ++open_jobs_;
   const std::shared_ptr<CompletionJob> job(submitted, [this](CompletionJob* j) {
     delete j;

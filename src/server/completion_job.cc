@@ -1,14 +1,19 @@
 #include "server/completion_job.h"
 
+#include <cstdio>
+#include <random>
+
 #include "base/error.h"
 
 namespace kakeya {
 
 CompletionJob::CompletionJob(Scheduler& scheduler, const Tokenizer& tokenizer, ServerCounters& counters,
                              const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header,
+                             const ToolCallSyntax* tool_syntax, std::vector<TokenId> tool_markers,
                              std::shared_ptr<const GrammarMatcher> grammar)
     : scheduler_(scheduler), tokenizer_(tokenizer), counters_(counters), request_(request), header_(std::move(header)),
-      channel_(std::make_shared<TokenChannel>()), completion_(tokenizer, request.stop) {
+      channel_(std::make_shared<TokenChannel>()), completion_(tokenizer, request.stop, std::move(tool_markers)) {
+  if (tool_syntax != nullptr) tool_parser_.emplace(*tool_syntax, request.tools.tools);
   GenerationRequest generation;
   generation.prompt = std::move(prompt);
   // No max_tokens: the context's end stops the generation ("length").
@@ -59,13 +64,32 @@ CompletionText::Delta CompletionJob::Pull(std::chrono::milliseconds timeout) {
       break;
     }
   }
-  if (outcome) {
-    add(completion_.Finish());
-    Finish(*outcome);
-  }
+  if (outcome) add(completion_.Finish());
+  if (tool_parser_) ReadToolCalls(delta, outcome.has_value());
+  if (outcome) Finish(*outcome);
   text_ += delta.text;
   logprobs_.insert(logprobs_.end(), delta.logprobs.begin(), delta.logprobs.end());
   return delta;
+}
+
+void CompletionJob::ReadToolCalls(CompletionText::Delta& delta, bool last) {
+  ParsedToolReply reply = tool_parser_->Push(delta.text);
+  if (last) {
+    ParsedToolReply rest = tool_parser_->Finish();
+    reply.content += rest.content;
+    for (ToolCall& call : rest.calls) reply.calls.push_back(std::move(call));
+  }
+  delta.text = std::move(reply.content);
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  for (ToolCall& call : reply.calls) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
+    // Random, so that ids stay unique across the turns of a conversation;
+    // the index makes them unique within the reply whatever the draw.
+    call.id = "call_" + std::string(hex) + std::to_string(tool_calls_.size());
+    tool_calls_.push_back(call);
+    delta.tool_calls.push_back(std::move(call));
+  }
 }
 
 void CompletionJob::Cancel() {
@@ -87,6 +111,7 @@ CompletionSummary CompletionJob::Summary() const {
   CompletionSummary s;
   s.outcome = *outcome_;
   s.finish_reason = FinishReason(*outcome_, completion_.stopped());
+  if (!tool_calls_.empty() && s.finish_reason == "stop") s.finish_reason = "tool_calls";
   s.drafter = scheduler_.drafter_name();
   s.seed = request_.sampling.seed;
   return s;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/tool_call_parser.h"
 #include "server/api_error.h"
 #include "server/completion_text.h"
 #include "server/metrics.h"
@@ -25,9 +26,12 @@ class CompletionJob {
  public:
   // Submits the request. Throws ApiError 503 (with Retry-After) when the
   // queue is full or the server is shutting down.
+  // `tool_syntax`: the syntax the reply is read for tool calls in, whose
+  // single-token markers are `tool_markers`; null: the reply is all content.
   CompletionJob(Scheduler& scheduler, const Tokenizer& tokenizer, ServerCounters& counters,
                 const CompletionRequest& request, std::vector<TokenId> prompt, ResponseHeader header,
-                std::shared_ptr<const GrammarMatcher> grammar);
+                const ToolCallSyntax* tool_syntax = nullptr, std::vector<TokenId> tool_markers = {},
+                std::shared_ptr<const GrammarMatcher> grammar = nullptr);
   // Cancels the generation if it is still running.
   ~CompletionJob();
 
@@ -44,8 +48,10 @@ class CompletionJob {
   CompletionSummary Summary() const;
   std::optional<ApiError> Failure() const;
 
-  // All text and logprobs so far, for a response that is not streamed.
+  // All text (content, outside tool calls) and logprobs so far, for a
+  // response that is not streamed, and the tool calls, each with its id.
   const std::string& text() const { return text_; }
+  const std::vector<ToolCall>& tool_calls() const { return tool_calls_; }
   const std::vector<CompletionText::Logprob>& logprobs() const { return logprobs_; }
   const ResponseHeader& header() const { return header_; }
   const CompletionRequest& request() const { return request_; }
@@ -53,6 +59,8 @@ class CompletionJob {
 
  private:
   void Finish(const GenerationOutcome& outcome);
+  // Moves the calls in `delta`'s text to its tool_calls; `last`: the text ends here.
+  void ReadToolCalls(CompletionText::Delta& delta, bool last);
 
   Scheduler& scheduler_;
   const Tokenizer& tokenizer_;
@@ -62,7 +70,9 @@ class CompletionJob {
   std::shared_ptr<TokenChannel> channel_;
   uint64_t id_ = 0;
   CompletionText completion_;
+  std::optional<ToolCallParser> tool_parser_;
   std::string text_;
+  std::vector<ToolCall> tool_calls_;
   std::vector<CompletionText::Logprob> logprobs_;
   std::optional<GenerationOutcome> outcome_;
   bool cancelled_by_client_ = false;

@@ -4,12 +4,14 @@
 
 namespace kakeya {
 
-CompletionText::CompletionText(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : tokenizer_(tokenizer), stops_(std::move(stops)) {}
+CompletionText::CompletionText(const Tokenizer& tokenizer, std::vector<std::string> stops,
+                               std::vector<TokenId> shown_special)
+    : tokenizer_(tokenizer), shown_special_(std::move(shown_special)), stops_(std::move(stops)) {}
 
 CompletionText::Delta CompletionText::Push(const TokenChannel::Token& token) {
   if (stopped() || tokenizer_.IsEndOfGeneration(token.id)) return {};
-  const std::string text = utf8_.Push(tokenizer_.TokenToPiece(token.id, false));
+  const bool shown = std::find(shown_special_.begin(), shown_special_.end(), token.id) != shown_special_.end();
+  const std::string text = utf8_.Push(tokenizer_.TokenToPiece(token.id, shown));
   const size_t start = decoded_;
   decoded_ += text.size();
   if (token.logprob) held_.push_back({{*token.logprob, start}, kEndUnknown});
@@ -37,7 +39,7 @@ CompletionText::Delta CompletionText::Finish() {
 
 CompletionText::Delta CompletionText::Release(std::string text) {
   released_ += text.size();
-  Delta delta{std::move(text), {}};
+  Delta delta{std::move(text), {}, {}};
   size_t n = 0;
   while (n < held_.size() && held_[n].text_end <= released_) delta.logprobs.push_back(std::move(held_[n++].logprob));
   held_.erase(held_.begin(), held_.begin() + n);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/tool_calls.h"
 #include "server/logprobs.h"
 #include "server/stop_strings.h"
 #include "server/text_stream.h"
@@ -23,9 +24,12 @@ class CompletionText {
   struct Delta {
     std::string text;
     std::vector<Logprob> logprobs;
+    std::vector<ToolCall> tool_calls;  // calls that closed (CompletionJob reads them out of the text)
   };
 
-  CompletionText(const Tokenizer& tokenizer, std::vector<std::string> stops);
+  // `shown_special`: special tokens whose text is kept (a tool-call
+  // syntax's markers); other special tokens add no text.
+  CompletionText(const Tokenizer& tokenizer, std::vector<std::string> stops, std::vector<TokenId> shown_special = {});
 
   // A generated token. End-of-generation tokens add no text (as in
   // `kakeya run`) and no logprobs entry.
@@ -40,6 +44,7 @@ class CompletionText {
   Delta Release(std::string text);
 
   const Tokenizer& tokenizer_;
+  std::vector<TokenId> shown_special_;
   Utf8Stream utf8_;
   StopStringMatcher stops_;
   size_t decoded_ = 0;   // bytes of text out of utf8_

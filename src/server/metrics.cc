@@ -77,7 +77,7 @@ std::string PrometheusText(const SchedulerMetrics& m, const ServerCounters::Snap
   for (const auto& [key, n] : server.responses) {
     w.Sample(static_cast<double>(n), "route=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"");
   }
-  w.Family("finished_total", "counter", "Completions by how they ended (stop, length, cancelled, error).");
+  w.Family("finished_total", "counter", "Completions by how they ended (stop, length, tool_calls, cancelled, error).");
   for (const auto& [reason, n] : server.finishes) w.Sample(static_cast<double>(n), "reason=\"" + reason + "\"");
   return w.Take();
 }

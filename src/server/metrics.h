@@ -25,7 +25,7 @@ class ServerCounters {
   };
 
   void CountResponse(const std::string& route, int status);
-  // "stop", "length", "cancelled" (the client went away) or "error".
+  // "stop", "length", "tool_calls", "cancelled" (the client went away) or "error".
   void CountFinish(const std::string& reason);
   Snapshot Get() const;
 

@@ -144,8 +144,9 @@ void RefuseUnsupported(const Fields& f) {
     if (!bias->is_object()) throw f.WrongType("logit_bias", "an object", *bias);
     if (!bias->empty()) refuse("logit_bias", "(non-empty)");
   }
-  for (const char* tools : {"tools", "functions"}) {
-    if (const json* t = f.Find(tools); t != nullptr && !(t->is_array() && t->empty())) refuse(tools, "(tool calling)");
+  // The deprecated form of tools; clients that call functions send `tools`.
+  if (const json* t = f.Find("functions"); t != nullptr && !(t->is_array() && t->empty())) {
+    refuse("functions", "(the deprecated form of tools; send tools)");
   }
 }
 
@@ -250,6 +251,15 @@ void ParseMessages(const json& body, CompletionRequest& r) {
     const auto content = m.find("content");
     json message = {{"role", role}, {"content", ContentText(content == m.end() ? json() : *content, f.Path("content"))}};
     if (const auto name = f.String("name")) message["name"] = *name;
+    if (role == "assistant") {
+      const auto calls = m.find("tool_calls");
+      json tool_calls = ParseMessageToolCalls(calls == m.end() ? json() : *calls, f.Path("tool_calls"));
+      // Only when there are some: Llama 3's template tests `'tool_calls' in message`.
+      if (!tool_calls.empty()) message["tool_calls"] = std::move(tool_calls);
+    }
+    if (role == "tool") {
+      if (const auto id = f.String("tool_call_id")) message["tool_call_id"] = *id;
+    }
     r.messages.push_back(std::move(message));
   }
 }
@@ -285,8 +295,12 @@ CompletionRequest ParseCompletionRequest(std::string_view body, Endpoint endpoin
   RefuseUnsupported(f);
   if (endpoint == Endpoint::kCompletions) {
     ParsePrompt(request, r);
+    if (const json* t = f.Find("tools"); t != nullptr && !(t->is_array() && t->empty())) {
+      throw BadRequest("tools", "tools are for /v1/chat/completions; /v1/completions takes a prompt only");
+    }
   } else {
     ParseMessages(request, r);
+    r.tools = ParseToolsRequest(request, body);
   }
 
   const auto max_tokens = f.Integer("max_tokens", 1, kMaxInt);

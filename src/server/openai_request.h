@@ -20,6 +20,7 @@
 
 #include "grammar/grammar.h"
 #include "sampling/sampler.h"
+#include "server/tool_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
@@ -34,8 +35,10 @@ struct CompletionRequest {
   bool prompt_is_ids = false;
   // /v1/chat/completions: [{"role", "content"}], content always a string
   // (text parts joined by newlines) and role "developer" renamed "system",
-  // which is what chat templates know.
+  // which is what chat templates know. An assistant message may carry
+  // "tool_calls" (tool_request.h) and a tool message "tool_call_id".
   nlohmann::json messages;
+  ToolsRequest tools;  // /v1/chat/completions only
 
   int max_tokens = 0;  // 0: until end of generation or a full context
   SamplingParams sampling;

@@ -20,6 +20,10 @@ json Bytes(const std::string& piece) {
   return bytes;
 }
 
+json ToolCallJson(const ToolCall& call) {
+  return {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 }  // namespace
 
 std::string FinishReason(const GenerationOutcome& outcome, bool stop_string_matched) {
@@ -72,12 +76,18 @@ json LogprobsJson(Endpoint endpoint, const std::vector<CompletionText::Logprob>&
 }
 
 json CompletionResponse(const ResponseHeader& h, const std::string& text, const json& logprobs,
-                        const CompletionSummary& s) {
+                        const CompletionSummary& s, const std::vector<ToolCall>& tool_calls) {
   json choice = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", s.finish_reason}};
   if (h.endpoint == Endpoint::kCompletions) {
     choice["text"] = text;
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (!tool_calls.empty()) {
+      if (text.empty()) choice["message"]["content"] = nullptr;
+      json calls = json::array();
+      for (const ToolCall& call : tool_calls) calls.push_back(ToolCallJson(call));
+      choice["message"]["tool_calls"] = std::move(calls);
+    }
   }
   json out = Base(h, false);
   out["choices"] = json::array({choice});
@@ -96,6 +106,15 @@ json StreamChunk(const ResponseHeader& h, const ChunkParts& parts) {
     json delta = json::object();
     if (parts.first) delta["role"] = "assistant";
     if (!parts.text.empty() || parts.first) delta["content"] = parts.text;
+    if (!parts.tool_calls.empty()) {
+      json calls = json::array();
+      for (size_t i = 0; i < parts.tool_calls.size(); ++i) {
+        json call = ToolCallJson(parts.tool_calls[i]);
+        call["index"] = parts.first_tool_index + i;
+        calls.push_back(std::move(call));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
     choice["delta"] = std::move(delta);
   }
   json out = Base(h, true);

@@ -51,11 +51,13 @@ nlohmann::json LogprobsJson(Endpoint endpoint, const std::vector<CompletionText:
 
 // The whole response of a request that was not streamed. `logprobs` is null
 // when the request did not ask or the scheduler gave no logits.
+// A chat reply with `tool_calls` carries them in message.tool_calls, and
+// its content is null when the model wrote nothing else.
 nlohmann::json CompletionResponse(const ResponseHeader& header, const std::string& text, const nlohmann::json& logprobs,
-                                  const CompletionSummary& summary);
+                                  const CompletionSummary& summary, const std::vector<ToolCall>& tool_calls = {});
 
 // One chunk of a stream: new text (and its logprobs), or the last one with
-// finish_reason and the extension. `first` marks a chat stream's first
+// finish_reason and the extension, or tool calls. `first` marks a chat stream's first
 // chunk, whose delta names the role. With include_usage every chunk carries
 // "usage": null, as OpenAI's do.
 struct ChunkParts {
@@ -64,6 +66,10 @@ struct ChunkParts {
   const CompletionSummary* summary = nullptr; // the last chunk
   bool first = false;
   bool include_usage = false;
+  // Calls that closed, whole (id, name and all the arguments in one delta),
+  // numbered from first_tool_index in delta.tool_calls.
+  std::vector<ToolCall> tool_calls;
+  size_t first_tool_index = 0;
 };
 nlohmann::json StreamChunk(const ResponseHeader& header, const ChunkParts& parts);
 // The chunk after the last one when stream_options.include_usage: no

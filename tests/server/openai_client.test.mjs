@@ -2,7 +2,7 @@
 // shipped model: models list, completions and chat completions, streaming
 // equal to non-streaming, stop sequences, usage, an aborted stream, 8
 // parallel greedy streams each byte-identical to the same request alone and
-// to `kakeya run`, the error bodies, and a graceful SIGTERM.
+// to `kakeya run`, the error bodies, tool-calling requests, and a graceful SIGTERM.
 //
 // Run by scripts/test-server.sh (CTest: server_openai); KAKEYA_BIN names the
 // binary (default build/bin/kakeya).
@@ -244,6 +244,38 @@ describe('kakeya serve with the openai client', { timeout: 100_000 }, () => {
     // The openai client surfaces them as typed errors.
     await assert.rejects(client.completions.create({ model: MODEL, prompt: 'x', temperature: -1 }),
       (e) => e instanceof OpenAI.BadRequestError && /temperature/.test(e.message));
+  });
+
+  // The shipped model has no chat template (ChatML), so it has no tool-call
+  // syntax: tools are refused naming the template, while a conversation that
+  // holds earlier calls and results still renders. Parsing calls out of a
+  // reply is covered by tool_calls_test (the model writes no calls).
+  test('tools: checked, refused without a tool-call syntax; calls in the conversation accepted', async () => {
+    const user = [{ role: 'user', content: 'weather?' }];
+    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const badRequest = (param, pattern) => (e) =>
+      e instanceof OpenAI.BadRequestError && e.param === param && pattern.test(e.message);
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: user, tools }),
+      badRequest('tools', /no tool-call format kakeya supports/));
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: user, tools, tool_choice: 'none' }),
+      badRequest('tools', /no tool-call format/));
+    await assert.rejects(client.chat.completions.create(
+      { model: MODEL, messages: user, tools: [{ type: 'function', function: { name: 'get weather' } }] }),
+    badRequest('tools[0].function.name', /letters, digits/));
+    await assert.rejects(client.chat.completions.create({ model: MODEL, messages: user, tool_choice: 'required' }),
+      badRequest('tool_choice', /no tools/));
+    await assert.rejects(client.chat.completions.create(
+      { model: MODEL, messages: user, tools, tool_choice: { type: 'function', function: { name: 'fly' } } }),
+    badRequest('tool_choice.function.name', /fly/));
+    const reply = await client.chat.completions.create({
+      model: MODEL, max_tokens: 4, temperature: 0,
+      messages: [...user,
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: 'cold' }],
+    });
+    assert.equal(typeof reply.choices[0].message.content, 'string');
+    assert.equal(reply.choices[0].message.tool_calls, undefined);
+    assert.notEqual(reply.choices[0].finish_reason, 'tool_calls');
   });
 
   test('SIGTERM lets a running stream finish, then exits 0', async () => {
