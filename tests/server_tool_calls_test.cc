@@ -19,6 +19,7 @@
 #include "server/completion_job.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tool_grammar.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "test_files.h"
@@ -252,6 +253,40 @@ TEST(ToolPrompt, AJobReadingCallsPassesOtherTextThrough) {
   ASSERT_EQ(plain.find("<tool_call>"), std::string::npos) << "the fixture wrote a call opener: " << plain;
   EXPECT_EQ(run(body, true, std::chrono::milliseconds(1)), plain);
   EXPECT_EQ(run(body, true, std::chrono::milliseconds(1000)), plain);
+}
+
+// tool_choice naming a function makes the reply that call, whatever the
+// model would write: this random fixture writes no call by itself (above),
+// and with the grammar of a required call (tool_grammar.h) its reply parses
+// into exactly one call of the function, with arguments its schema admits.
+TEST(ToolPrompt, ARequiredCallIsWhatTheReplyHolds) {
+  const TempDir dir("tool_required");
+  const std::unique_ptr<Model> model = WithTemplate(dir, "tiny-qwen3-f32", "qwen3");
+  const ChatPrompt chat(*model);
+  ASSERT_NE(chat.tool_syntax(), nullptr);
+  Scheduler scheduler(*model, SchedulerOptions{.slots = 1, .n_ctx = 1024, .n_threads = 2}, nullptr);
+  ServerCounters counters;
+  const ResponseHeader header{Endpoint::kChatCompletions, "chatcmpl-1", 100, kModel};
+  const CompletionRequest r = ParseChat(Body(
+      R"("tools": [{"type": "function", "function": {"name": "pick", "parameters": {"type": "object",)"
+      R"( "properties": {"unit": {"enum": ["c", "f"]}, "now": {"type": "boolean"}}, "required": ["unit", "now"]}}},)"
+      R"( {"type": "function", "function": {"name": "noop"}}],)"
+      R"( "tool_choice": {"type": "function", "function": {"name": "pick"}}, "parallel_tool_calls": false,)"
+      R"( "max_tokens": 300, "temperature": 0)"));
+  const auto grammar = std::make_shared<GrammarMatcher>(RequiredToolCallGrammar(*chat.tool_syntax(), r.tools),
+                                                        std::make_shared<TokenTrie>(model->tokenizer()));
+  CompletionJob job(scheduler, model->tokenizer(), counters, r, chat.Tokens(r.messages, r.tools), header,
+                    chat.tool_syntax(), chat.tool_marker_tokens(), grammar);
+  while (!job.finished()) (void)job.Pull(std::chrono::milliseconds(1000));
+  SCOPED_TRACE(job.text());
+  ASSERT_EQ(job.tool_calls().size(), 1u);
+  EXPECT_EQ(job.tool_calls()[0].name, "pick");
+  const json arguments = json::parse(job.tool_calls()[0].arguments);
+  ASSERT_TRUE(arguments.is_object());
+  EXPECT_EQ(arguments.size(), 2u);
+  EXPECT_TRUE(arguments["unit"] == "c" || arguments["unit"] == "f");
+  EXPECT_TRUE(arguments["now"].is_boolean());
+  EXPECT_EQ(job.Summary().finish_reason, "tool_calls");
 }
 
 // ---- the reply ----

@@ -10,6 +10,7 @@
 #include "server/api_error.h"
 #include "server/completion_job.h"
 #include "server/sse.h"
+#include "server/tool_grammar.h"
 
 namespace kakeya {
 namespace {
@@ -159,10 +160,20 @@ void CompletionEndpoint::Handle(Endpoint endpoint, const std::string& body, http
   const CompletionRequest r = ParseCompletionRequest(body, endpoint, model_id_);
   std::vector<TokenId> prompt = PromptTokens(r);
   const ResponseHeader header{endpoint, NewResponseId(endpoint), static_cast<int64_t>(std::time(nullptr)), model_id_};
-  std::shared_ptr<const GrammarMatcher> grammar;
-  if (r.grammar != nullptr) grammar = std::make_shared<GrammarMatcher>(r.grammar, tokens_);
   // tool_choice "none": the tools were rendered (PromptTokens) but the reply is all content.
   const ToolCallSyntax* tool_syntax = r.tools.parse_calls() ? chat_.tool_syntax() : nullptr;
+  std::shared_ptr<const Grammar> constraint = r.grammar;
+  if (tool_syntax != nullptr) {
+    if (std::shared_ptr<const Grammar> calls = RequiredToolCallGrammar(*tool_syntax, r.tools)) {
+      if (constraint != nullptr) {
+        throw BadRequest("tool_choice", "a required tool call and response_format (or grammar) both constrain the "
+                                        "reply; send one");
+      }
+      constraint = std::move(calls);
+    }
+  }
+  std::shared_ptr<const GrammarMatcher> grammar;
+  if (constraint != nullptr) grammar = std::make_shared<GrammarMatcher>(constraint, tokens_);
   auto* submitted = new CompletionJob(scheduler_, model_.tokenizer(), counters_, r, std::move(prompt), header,
                                       tool_syntax, tool_syntax ? chat_.tool_marker_tokens() : std::vector<TokenId>{},
                                       std::move(grammar));

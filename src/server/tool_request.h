@@ -14,8 +14,8 @@ namespace kakeya {
 enum class ToolChoice {
   kAuto,      // the model decides (the default)
   kNone,      // tools are rendered, as OpenAI does, but the reply is not parsed for calls
-  kRequired,  // at least one call; enforced once constrained decoding is wired, parsed as auto until then
-  kFunction,  // a call of `function`; likewise
+  kRequired,  // at least one call, enforced by a grammar (tool_grammar.h)
+  kFunction,  // a call of `function`, likewise
 };
 
 struct ToolsRequest {
