@@ -3,7 +3,10 @@
 // Starts a server on a free port with the shipped model, then runs CLIENTS
 // loops for SECONDS, each request one of: a greedy stream, a greedy whole
 // response, a stream aborted after a few events, a whole request aborted
-// while it waits, a sampled request, and a malformed one. Checks: the server
+// while it waits, a sampled request, a structured one (a JSON schema or JSON
+// mode, streamed or not, sometimes aborted), one with tools (which the
+// shipped model's template-less ChatML refuses with 400), and a malformed
+// one. Checks: the server
 // never dies, every greedy output equals the same request made alone before
 // the load, every malformed request gets a 4xx, and afterwards the slots are
 // free and the resident memory is back near its idle level. Exits 1 on a
@@ -38,7 +41,17 @@ const MALFORMED = [
   '{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}',
   '{"prompt": "x", "user": ' + '['.repeat(10000) + '}',
   '\u0000\u00ff garbage',
+  '{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "objekt"}}}}',
+  '{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {"format": "uri"}}}}',
+  '{"prompt": "x", "grammar": "root ::= ("}',
+  '{"prompt": "x", "grammar": "root ::= root \\"a\\""}',
+  '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "a b"}}]}',
 ];
+const SCHEMA = {
+  type: 'object',
+  properties: { name: { type: 'string', maxLength: 12 }, n: { type: 'integer', minimum: 0, maximum: 99 } },
+  required: ['name', 'n'],
+};
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const pick = (list) => list[Math.floor(Math.random() * list.length)];
@@ -110,6 +123,29 @@ async function main() {
       const r = await post(url, '/chat/completions',
         { messages: [{ role: 'user', content: pick(PROMPTS) }], max_tokens: MAX_TOKENS, stream: Math.random() < 0.5 });
       if (r.status !== 200) fail(`sampled: status ${r.status}`);
+      await r.text();
+    },
+    async structured() {
+      const controller = new AbortController();
+      const aborted = Math.random() < 0.2;
+      if (aborted) setTimeout(() => controller.abort(), 10 + Math.random() * 100);
+      const schema = Math.random() < 0.5;
+      const r = await post(url, '/chat/completions', {
+        messages: [{ role: 'user', content: pick(PROMPTS) }], max_tokens: 200, stream: Math.random() < 0.5,
+        seed: Math.floor(Math.random() * 1000), dry_multiplier: 0.8, dry_allowed_length: 1,
+        response_format: schema ? { type: 'json_schema', json_schema: { name: 's', schema: SCHEMA } } : { type: 'json_object' },
+      }, controller.signal).catch((e) => (aborted ? null : Promise.reject(e)));
+      if (r === null) return;
+      if (r.status !== 200) fail(`structured: status ${r.status}`);
+      await r.text().catch((e) => (aborted ? '' : Promise.reject(e)));
+    },
+    async tools() {
+      const r = await post(url, '/chat/completions', {
+        messages: [{ role: 'user', content: 'weather?' }], max_tokens: 16,
+        tools: [{ type: 'function', function: { name: 'get_weather', parameters: SCHEMA } }],
+        tool_choice: pick(['auto', 'required', 'none']),
+      });
+      if (r.status !== 400) fail(`tools on a template without tool calls: status ${r.status}`);
       await r.text();
     },
     async malformed() {
