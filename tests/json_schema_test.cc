@@ -105,6 +105,9 @@ TEST(JsonSchema, ScalarsEnumsConstAndCombinations) {
        {R"("x")", "null"}, {"1"}},
       {R"({"oneOf": [{"type": "integer"}, {"type": "boolean"}]})", {"7", "true"}, {R"("7")"}},
       {R"({"type": ["integer", "string"]})", {"-4", R"("s")"}, {"1.5", "[]"}},
+      // Each keyword constrains its own type only.
+      {R"({"type": ["string", "integer"], "maxLength": 3, "maximum": 9})",
+       {R"("abc")", "9", "-100"}, {R"("abcd")", "10"}},
       {R"({"type": "number"})", {"1.5e10", "-0.25", "0", "12", "1E-7"}, {"01", "1.", ".5", "+1", "--1", "1e"}},
       {R"({"type": "boolean"})", {"true", "false"}, {"null", "1"}},
       {R"({"type": "string", "minLength": 2, "maxLength": 3})",
@@ -273,6 +276,9 @@ TEST(JsonMode, RefusesMalformedText) {
     EXPECT_FALSE(IsSentence(grammar, bad)) << bad;
   }
   EXPECT_TRUE(IsSentence(grammar, "{ }"));
+  // Python's json.dumps(x) and json.dumps(x, indent=2).
+  EXPECT_TRUE(IsSentence(grammar, R"({"a": [1, 2.5], "b": {"c": null}})"));
+  EXPECT_TRUE(IsSentence(grammar, "{\n  \"a\": [\n    1,\n    2.5\n  ],\n  \"b\": {\n    \"c\": null\n  }\n}"));
   EXPECT_TRUE(IsSentence(grammar, "{\"a\":\"\\u00e9\\/\"}\n"));
 }
 
