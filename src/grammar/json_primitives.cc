@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "base/error.h"
-#include "grammar/json_schema.h"
 
 namespace kakeya {
 namespace {
@@ -72,8 +71,6 @@ void Magnitudes(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
 }  // namespace
 
 std::string JsonPrimitiveRules() { return kPrimitives; }
-
-std::string JsonObjectGbnf() { return std::string("root ::= json-object\n") + kPrimitives; }
 
 std::string IntegerRangeGbnf(std::optional<int64_t> minimum, std::optional<int64_t> maximum) {
   const int64_t lo = minimum.value_or(std::numeric_limits<int64_t>::min());

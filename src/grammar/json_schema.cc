@@ -472,6 +472,8 @@ class SchemaCompiler {
 
 }  // namespace
 
+std::string JsonObjectGbnf() { return "root ::= json-object\n" + JsonPrimitiveRules(); }
+
 std::string JsonSchemaToGbnf(const nlohmann::ordered_json& schema, std::string_view field) {
   std::string gbnf = SchemaCompiler(schema, field).Compile();
   ParseGbnf(gbnf, field);  // a recursive $ref that reaches itself before any token is refused here
