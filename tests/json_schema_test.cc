@@ -129,6 +129,8 @@ TEST(JsonSchema, Patterns) {
       {R"({"type": "string", "pattern": "^(?:cat|dog)s?|[^\\w\\s]+$"})",
        {R"("cats")", R"("dog")", R"("!?")", R"("dogs are")", R"("a!")"}, {R"("cow")", R"("!a")"}},
       {R"({"type": "string", "pattern": "^\\w+@\\w+\\.(com|org)$"})", {R"("a@b.com")"}, {R"("a@b.net")", R"("@b.com")"}},
+      {R"({"type": "string", "pattern": "^(ab?)*(c|d?){2}$"})", {R"("")", R"("abac")", R"("dd")", R"("aabd")"},
+       {R"("b")", R"("ccc")"}},
   });
 }
 
@@ -186,6 +188,8 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasNameTheirPath) {
       {R"j({"type": "string", "pattern": "(?=a)"})j", f + ".pattern: a lookaround"},
       {R"({"type": "string", "pattern": "a\\1"})", f + ".pattern: the escape \\1"},
       {R"({"type": "string", "pattern": "a^b"})", f + ".pattern: an anchor `^`"},
+      {R"({"type": "string", "pattern": "(a*)*"})", f + ".pattern: an unbounded repetition of what can match nothing"},
+      {R"({"type": "string", "pattern": "x(|a)+"})", f + ".pattern: an unbounded repetition"},
       {R"({"type": "number", "minimum": 1})", f + ".minimum: \"minimum\" is supported for integers only"},
       {R"({"type": "array", "minItems": 3, "maxItems": 2})", f + ".minItems: no array"},
       {R"({"type": "array", "minItems": -1})", f + ".minItems: expected a non-negative integer"},
