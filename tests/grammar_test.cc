@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -251,16 +252,28 @@ TEST(GrammarMatcher, AllowedTokensEqualsAllowsOnRealVocabularies) {
   for (const std::string name : {"qwen2", "llama-spm"}) {
     const Vocabulary& v = LoadVocabulary(name);
     ASSERT_EQ(v.trie->n_vocab(), v.tokenizer->n_vocab());
-    // Prefixes of {"name": "日本", "n": [1, -2.5e3, true]} and a byte of 日 alone.
-    for (const std::string prefix : {"", "{", "{\"na", "{\"name\": \"", "{\"name\": \"\xE6", "{\"name\": \"日本\", \"n\": [1, -2.5",
-                                      "{\"name\": \"日本\", \"n\": [1, -2.5e3, true]}"}) {
-      SCOPED_TRACE(name + " after '" + prefix + "'");
+    // Tokens for single bytes (both vocabularies have one for each byte).
+    std::map<char, TokenId> byte_token;
+    for (TokenId id = 0; id < v.tokenizer->n_vocab(); ++id) {
+      const std::string piece = v.tokenizer->TokenToPiece(id, false);
+      if (piece.size() == 1 && !byte_token.count(piece[0])) byte_token[piece[0]] = id;
+    }
+    // Prefixes of {"name": "日本", "n": [1, -2.5e3, true]} fed as byte
+    // tokens (SentencePiece would prefix a space to the text), some ending
+    // in one or two bytes of 日 (E6 97 A5), which leave a code point pending.
+    const std::pair<std::string, std::string> kStates[] = {
+        {"", ""}, {"{", ""}, {"{\"na", ""}, {"{\"name\": \"", ""}, {"{\"name\": \"", "\xE6"},
+        {"{\"name\": \"", "\xE6\x97"}, {"{\"name\": \"日本\", \"n\": [1, -2.5", ""},
+        {"{\"name\": \"日本\", \"n\": [1, -2.5e3, true]}", ""}};
+    for (const auto& [prefix, bytes] : kStates) {
+      SCOPED_TRACE(name + " after '" + prefix + "' and " + std::to_string(bytes.size()) + " byte tokens");
       GrammarMatcher matcher(grammar, v.trie);
-      // Whole pieces where the tokenizer's tokens spell the prefix, else bytes.
-      for (TokenId id : v.tokenizer->Encode(prefix, false, false)) {
-        if (!matcher.Allows(id)) break;
-        matcher.Accept(id);
+      for (char b : prefix + bytes) {
+        ASSERT_TRUE(byte_token.count(b));
+        ASSERT_TRUE(matcher.Allows(byte_token[b]));
+        matcher.Accept(byte_token[b]);
       }
+      if (!bytes.empty()) EXPECT_FALSE(matcher.CanEnd());
       std::vector<uint8_t> allowed(size_t(v.trie->n_vocab()));
       matcher.AllowedTokens(allowed);
       size_t n_allowed = 0;
@@ -270,6 +283,11 @@ TEST(GrammarMatcher, AllowedTokensEqualsAllowsOnRealVocabularies) {
         if (v.tokenizer->IsEndOfGeneration(id)) EXPECT_EQ(bool(allowed[size_t(id)]), matcher.CanEnd());
       }
       EXPECT_GT(n_allowed, 0u);
+      if (bytes.size() == 2) {  // only a continuation byte may follow E6 97
+        EXPECT_TRUE(allowed[size_t(byte_token['\xA5'])]);
+        EXPECT_FALSE(allowed[size_t(byte_token['a'])]);
+        EXPECT_FALSE(allowed[size_t(byte_token['\xE6'])]);
+      }
     }
   }
 }
