@@ -48,6 +48,13 @@ TEST(GbnfParser, AcceptsLlamaCppSyntax) {
       // comments, an alternative continued on the next line, escapes, repetitions
       "# a comment\nroot ::= \"a\" # trailing\n  | [^\\x00-\\x1F\\]\\[] x{2} x{1,} x{0,3}\n"
       "x ::= \"\\u00e9\\U0001F642\\t\\\"\\\\\" | . | [\\u0100-\\u017F-]\n",
+      // docs/formats/gbnf.md's example
+      "root   ::= object\n"
+      "object ::= \"{\" ws ( pair ( \",\" ws pair )* )? \"}\"\n"
+      "pair   ::= string \":\" ws value\n"
+      "value  ::= object | string | [0-9]+ | \"true\" | \"false\"\n"
+      "string ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\n"
+      "ws     ::= [ \\t\\n]{0,20}\n",
       "root ::= ( ( \"a\" ) )* \"\"",
       "root::=\"x\"",
   };
