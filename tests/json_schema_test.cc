@@ -272,6 +272,20 @@ TEST(JsonMode, AcceptsWhatNlohmannWrites) {
   }
 }
 
+// Nothing may follow the closing bracket, so generation stops there.
+TEST(JsonMode, EndsAtTheClosingBracket) {
+  GrammarMatcher matcher(ParseGbnf(JsonObjectGbnf(), "json"), testing::ByteTrie());
+  ASSERT_TRUE(testing::FeedBytes(matcher, "{\"a\": [1, {}]"));
+  EXPECT_FALSE(matcher.CanEnd());
+  ASSERT_TRUE(testing::FeedBytes(matcher, "}"));
+  EXPECT_TRUE(matcher.MustEnd());
+  GrammarMatcher schema(ParseGbnf(JsonSchemaToGbnf(Json::parse(R"({"type": "integer"})"), kField), "s"),
+                        testing::ByteTrie());
+  ASSERT_TRUE(testing::FeedBytes(schema, "12"));
+  EXPECT_TRUE(schema.CanEnd());
+  EXPECT_FALSE(schema.MustEnd());  // more digits may come
+}
+
 TEST(JsonMode, RefusesMalformedText) {
   const auto grammar = ParseGbnf(JsonObjectGbnf(), "json");
   for (const char* bad : {R"({"a":1,})", R"({"a" 1})", "[1]", "{'a':1}", R"({"a":01})", "{\"a\":\"\x01\"}",
@@ -283,7 +297,9 @@ TEST(JsonMode, RefusesMalformedText) {
   // Python's json.dumps(x) and json.dumps(x, indent=2).
   EXPECT_TRUE(IsSentence(grammar, R"({"a": [1, 2.5], "b": {"c": null}})"));
   EXPECT_TRUE(IsSentence(grammar, "{\n  \"a\": [\n    1,\n    2.5\n  ],\n  \"b\": {\n    \"c\": null\n  }\n}"));
-  EXPECT_TRUE(IsSentence(grammar, "{\"a\":\"\\u00e9\\/\"}\n"));
+  EXPECT_TRUE(IsSentence(grammar, "{\"a\":\"\\u00e9\\/\"}"));
+  EXPECT_FALSE(IsSentence(grammar, " {}"));
+  EXPECT_FALSE(IsSentence(grammar, "{}\n"));
 }
 
 }  // namespace
