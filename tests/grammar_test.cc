@@ -191,6 +191,22 @@ TEST(GrammarMatcher, CarriesPartialUtf8AcrossByteTokens) {
   EXPECT_TRUE(matcher.MustEnd());
 }
 
+// A lead byte is allowed when some code point it can start is allowed: every
+// two-byte code point is U+0080..U+07FF.
+TEST(GrammarMatcher, LeadBytesAnnounceTheirRange) {
+  GrammarMatcher negated(ParseGbnf("root ::= [^\\u0080-\\u07FF]", "test"), ByteTrie());
+  EXPECT_FALSE(negated.Allows(0xC3));
+  EXPECT_TRUE(negated.Allows(0xE6));
+  EXPECT_TRUE(negated.Allows('a'));
+  GrammarMatcher high(ParseGbnf("root ::= [\\U00010000-\\U0010FFFF]", "test"), ByteTrie());
+  EXPECT_FALSE(high.Allows(0xE6));
+  EXPECT_TRUE(high.Allows(0xF0));
+  EXPECT_TRUE(high.Allows(0xF4));
+  ASSERT_TRUE(FeedBytes(high, "\xF4"));
+  EXPECT_FALSE(high.Allows(0x90));  // past U+10FFFF
+  EXPECT_TRUE(high.Allows(0x8F));
+}
+
 TEST(GrammarMatcher, RefusesMalformedUtf8EvenWhereAnythingGoes) {
   const auto grammar = ParseGbnf("root ::= .*", "test");
   for (const char* bad : {"\x80", "\xC0\x80", "\xE0\x80\x80", "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xF8", "\xC3("}) {
