@@ -159,7 +159,9 @@ TEST(GrammarMatcher, NestedRecursionCountsLikeAPushdownAutomaton) {
     GrammarMatcher matcher(grammar, ByteTrie());
     const bool fed = FeedBytes(matcher, s);
     EXPECT_EQ(fed, shape && bs <= as) << s;
-    if (fed) EXPECT_EQ(matcher.CanEnd(), bs == as) << s;
+    if (fed) {
+      EXPECT_EQ(matcher.CanEnd(), bs == as) << s;
+    }
   }
 }
 
@@ -296,14 +298,18 @@ TEST(GrammarMatcher, AllowedTokensEqualsAllowsOnRealVocabularies) {
         ASSERT_TRUE(matcher.Allows(byte_token[b]));
         matcher.Accept(byte_token[b]);
       }
-      if (!bytes.empty()) EXPECT_FALSE(matcher.CanEnd());
+      if (!bytes.empty()) {
+        EXPECT_FALSE(matcher.CanEnd());
+      }
       std::vector<uint8_t> allowed(size_t(v.trie->n_vocab()));
       matcher.AllowedTokens(allowed);
       size_t n_allowed = 0;
       for (TokenId id = 0; id < v.trie->n_vocab(); ++id) {
         ASSERT_EQ(bool(allowed[size_t(id)]), matcher.Allows(id)) << "token " << id << " '" << v.tokenizer->TokenToPiece(id, false) << "'";
         n_allowed += allowed[size_t(id)];
-        if (v.tokenizer->IsEndOfGeneration(id)) EXPECT_EQ(bool(allowed[size_t(id)]), matcher.CanEnd());
+        if (v.tokenizer->IsEndOfGeneration(id)) {
+          EXPECT_EQ(bool(allowed[size_t(id)]), matcher.CanEnd());
+        }
       }
       EXPECT_GT(n_allowed, 0u);
       if (bytes.size() == 2) {  // only a continuation byte may follow E6 97

@@ -265,7 +265,7 @@ TEST(JsonMode, AcceptsWhatNlohmannWrites) {
   for (int i = 0; i < 300; ++i) {
     Json object = Json::object();
     for (int n = std::uniform_int_distribution<int>(0, 4)(rng); n > 0; --n) {
-      object["k" + std::to_string(n)] = RandomValue(rng, 1);
+      object[StrCat("k", n)] = RandomValue(rng, 1);
     }
     ASSERT_TRUE(IsSentence(grammar, object.dump())) << object.dump();
     ASSERT_TRUE(IsSentence(grammar, object.dump(2))) << object.dump(2);

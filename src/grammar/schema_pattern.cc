@@ -98,7 +98,7 @@ class PatternParser {
 
   std::string Alternatives(int depth) {
     if (depth > grammar_limits::kMaxNesting) Unsupported("groups nested deeper than ", grammar_limits::kMaxNesting);
-    std::string out = "(" + Sequence(depth, nullptr);
+    std::string out = StrCat("(", Sequence(depth, nullptr));
     bool nullable = nullable_;
     while (!AtEnd() && Peek() == '|') {
       ++pos_;
@@ -154,7 +154,7 @@ class PatternParser {
     } else if (c == '{') {
       ++pos_;
       const uint32_t min = Count();
-      out = "{" + std::to_string(min);
+      out = StrCat("{", min);
       nullable_ = nullable_ || min == 0;
       if (Peek() == ',') {
         ++pos_;
@@ -368,7 +368,7 @@ std::string JsonCharsGbnf(const Ranges& ranges) {
   std::vector<std::string> hex;
   for (uint32_t high = 0; high < 2; ++high) {
     const std::string lows = HexDigitsClass(long_forms, high);
-    if (!lows.empty()) hex.push_back("\"" + std::to_string(high) + "\" " + lows);
+    if (!lows.empty()) hex.push_back(StrCat("\"", high, "\" ", lows));
   }
   if (!hex.empty()) {
     std::string joined;
