@@ -213,6 +213,28 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasNameTheirPath) {
   EXPECT_NE(CompileError(kCases[std::size(kCases) - 1].first).find("left recursion"), std::string::npos);
 }
 
+TEST(JsonSchema, NestingIsBounded) {
+  auto nested = [](int depth) {
+    Json schema = {{"type", "integer"}, {"minimum", 3}};
+    for (int i = 0; i < depth; ++i) schema = {{"anyOf", Json::array({schema, {{"type", "null"}}})}};
+    return schema;
+  };
+  const auto grammar = ParseGbnf(JsonSchemaToGbnf(nested(60), kField), "schema");
+  EXPECT_TRUE(IsSentence(grammar, "12"));
+  EXPECT_TRUE(IsSentence(grammar, "null"));
+  EXPECT_FALSE(IsSentence(grammar, "2"));
+  try {
+    JsonSchemaToGbnf(nested(100), kField);
+    ADD_FAILURE() << "a schema nested 100 deep compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("schemas nested deeper than 64"), std::string::npos) << e.what();
+  }
+  const std::string deep_pattern = std::string(40, '(') + "a" + std::string(40, ')');
+  EXPECT_NE(CompileError(Json({{"type", "string"}, {"pattern", deep_pattern}}).dump().c_str()).find(
+                ".pattern: groups nested deeper than 32"),
+            std::string::npos);
+}
+
 // Random JSON objects as nlohmann::json writes them, compact and indented.
 Json RandomValue(std::mt19937& rng, int depth) {
   std::uniform_int_distribution<int> kind(0, depth > 2 ? 5 : 7);

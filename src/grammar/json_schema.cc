@@ -93,7 +93,19 @@ class SchemaCompiler {
     return name;
   }
 
+  // A GBNF expression for `s`: a rule name or a flat sequence; alternatives
+  // get rules of their own, so that nested schemas do not nest groups.
   std::string Visit(const Json& s, const std::string& path) {
+    if (depth_ >= grammar_limits::kMaxNesting) {
+      FailAt(path, "schemas nested deeper than ", grammar_limits::kMaxNesting, " are not supported");
+    }
+    ++depth_;
+    std::string out = VisitSchema(s, path);
+    --depth_;
+    return out;
+  }
+
+  std::string VisitSchema(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return "json-value";
       FailAt(path, "the schema false matches nothing");
@@ -124,12 +136,12 @@ class SchemaCompiler {
     const Json& type = s["type"];
     if (type.is_string()) return Typed(s, type.get<std::string>(), path);
     if (!type.is_array() || type.empty()) FailAt(path + ".type", "expected a type name or a list of them");
-    std::string out = "(";
+    std::string out;
     for (size_t i = 0; i < type.size(); ++i) {
       if (!type[i].is_string()) FailAt(path + ".type[" + std::to_string(i) + "]", "expected a type name");
       out += (i ? " | " : "") + Typed(s, type[i].get<std::string>(), path);
     }
-    return out + ")";
+    return AddRule(path.substr(path.rfind('.') + 1) + "-types", out);
   }
 
   static std::string InferType(const Json& s) {
@@ -208,11 +220,11 @@ class SchemaCompiler {
     const Json& options = s[key];
     const std::string at = path + "." + key;
     if (!options.is_array() || options.empty()) FailAt(at, "expected a non-empty array of schemas");
-    std::string out = "(";
+    std::string out;
     for (size_t i = 0; i < options.size(); ++i) {
       out += (i ? " | " : "") + Visit(options[i], at + "[" + std::to_string(i) + "]");
     }
-    return out + ")";
+    return AddRule(path.substr(path.rfind('.') + 1) + "-" + key, out);
   }
 
   const Json& Resolve(const Json& s, const std::string& path) {
@@ -463,11 +475,12 @@ class SchemaCompiler {
     const std::optional<int64_t> lo = Bound(s, "minimum", true, path), hi = Bound(s, "maximum", false, path);
     if (!lo && !hi) return "json-integer";
     if (lo && hi && *lo > *hi) FailAt(path + ".minimum", "exceeds maximum");
-    return IntegerRangeGbnf(lo, hi);
+    return AddRule(path.substr(path.rfind('.') + 1) + "-int", IntegerRangeGbnf(lo, hi));
   }
 
   const Json& root_;
   const std::string field_;
+  int depth_ = 0;  // of Visit's recursion
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
 };

@@ -97,7 +97,10 @@ class PatternParser {
   uint32_t Peek() const { return AtEnd() ? 0 : cps_[pos_]; }
 
   std::string Alternatives(int depth) {
-    if (depth > grammar_limits::kMaxNesting) Unsupported("groups nested deeper than ", grammar_limits::kMaxNesting);
+    // Half the grammar's nesting limit: the expression's own groups come
+    // inside a few of the compiler's.
+    constexpr int kMaxDepth = grammar_limits::kMaxNesting / 2;
+    if (depth > kMaxDepth) Unsupported("groups nested deeper than ", kMaxDepth);
     std::string out = StrCat("(", Sequence(depth, nullptr));
     bool nullable = nullable_;
     while (!AtEnd() && Peek() == '|') {
