@@ -51,7 +51,10 @@ class TrieWalk {
   TrieWalk(const Grammar& grammar, const Trie& trie, std::span<uint8_t> allowed)
       : grammar_(grammar), trie_(trie), allowed_(allowed) {}
 
-  void Run(const StackSet& stacks, PartialCodePoint partial) { Visit(0, Intern(StackSet(stacks)), partial); }
+  void Run(const StackSet& stacks, PartialCodePoint partial) {
+    const int32_t id = Intern(StackSet(stacks));
+    if (id != kDead) Visit(0, id, partial);
+  }
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -187,7 +190,7 @@ void GrammarMatcher::Accept(TokenId id) {
   const Trie& trie = tokens_->impl();
   if (!Allows(id)) Fail("the grammar does not allow token ", id, " here");
   if (trie.kinds[size_t(id)] == Trie::kEndOfGeneration) {
-    state_->stacks = StackSet{{GrammarStack{}}};
+    state_->stacks = StackSet{{GrammarStack{}}};  // finished: only the end may follow
     return;
   }
   StepPiece(*grammar_, *state_, trie.pieces[size_t(id)]);
