@@ -6,23 +6,26 @@
 #           tests/data/chat_templates
 #   tokenizer  the tokenizers of every vocabulary type; seeds: the texts of
 #           llama.cpp's tokenizer tests (tests/fixtures/tokenizer/*.inp)
+#   grammar GBNF grammars and JSON schemas (constrained decoding), each driving
+#           a matcher with the bytes after a 0 byte; seeds: the grammars and
+#           schemas below
 #   request the server's request bodies (/v1/completions, /v1/chat/completions),
 #           chat messages rendered by real templates; seeds: the request
 #           examples below and the conversations of tests/data/chat_templates
 # Exits non-zero if the fuzzer finds a crash; the input is left in
 # build-fuzz/artifacts/.
 #
-#   scripts/fuzz.sh gguf|jinja|tokenizer|request [SECONDS]
+#   scripts/fuzz.sh gguf|jinja|tokenizer|grammar|request [SECONDS]
 set -euo pipefail
 
-target="${1:?usage: scripts/fuzz.sh gguf|jinja|tokenizer|request [SECONDS]}"
+target="${1:?usage: scripts/fuzz.sh gguf|jinja|tokenizer|grammar|request [SECONDS]}"
 seconds="${2:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 fixtures="$root/tests/fixtures"
 case "$target" in
-  gguf|jinja|tokenizer|request) ;;
-  *) echo "scripts/fuzz.sh: unknown target '$target' (gguf, jinja, tokenizer or request)" >&2; exit 2 ;;
+  gguf|jinja|tokenizer|grammar|request) ;;
+  *) echo "scripts/fuzz.sh: unknown target '$target' (gguf, jinja, tokenizer, grammar or request)" >&2; exit 2 ;;
 esac
 
 CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DKAKEYA_FUZZ=ON -DKAKEYA_TESTS=OFF \
@@ -54,6 +57,34 @@ for v in range(9):
 PY
   exec "$build/bin/tokenizer_fuzz" "$corpus" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
     -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
+fi
+
+if [ "$target" = grammar ]; then
+  python3 - "$corpus" <<'PY'
+import json, os, sys
+seeds = [
+    b'root ::= "a" ("b" | "c")* "a"\0abba',
+    b'root ::= (expr "=" ws term "\\n")+\nexpr ::= term ([-+*/] term)*\nterm ::= [0-9]+ | "(" expr ")"\nws ::= [ ]*\0(1+2)= 3\n',
+    b'root ::= "\xc3\xa9" [\\u03b1-\\u03c9]{1,3} .? [^a-z]\0\xc3\xa9\xce\xbb!',
+    b'# comment\nroot ::= x{2,4} y?\nx ::= "ab" | [0-9]\ny ::= "\\x41"+\0ab12AA',
+    b'root ::= "a" root "b" | ""\0aaabbb',
+]
+schemas = [
+    {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+     "age": {"type": "integer", "minimum": -5, "maximum": 150}}, "required": ["name"]},
+    {"type": "array", "prefixItems": [{"enum": ["a", 1, None]}], "items": {"type": "number"}, "maxItems": 3},
+    {"$defs": {"n": {"type": "object", "properties": {"c": {"type": "array", "items": {"$ref": "#/$defs/n"}}}}},
+     "$ref": "#/$defs/n", "additionalProperties": True},
+    {"type": "string", "pattern": "^(?:[A-Z]{2}|x+)-\\d{3}$"},
+    {"anyOf": [{"type": "boolean"}, {"const": {"k": [1]}}], "title": "t"},
+]
+for n, s in enumerate(seeds):
+    open(os.path.join(sys.argv[1], f"g{n}"), "wb").write(s)
+for n, s in enumerate(schemas):
+    open(os.path.join(sys.argv[1], f"s{n}"), "wb").write(json.dumps(s).encode() + b'\0{"name": "x", "age": 7}')
+PY
+  exec "$build/bin/grammar_fuzz" "$corpus" -dict="$root/fuzz/grammar.dict" -max_len=4096 -timeout=10 \
+    -rss_limit_mb=4096 -max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$build/artifacts/"
 fi
 
 if [ "$target" = request ]; then

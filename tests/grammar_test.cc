@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -47,6 +48,13 @@ TEST(GbnfParser, AcceptsLlamaCppSyntax) {
       // comments, an alternative continued on the next line, escapes, repetitions
       "# a comment\nroot ::= \"a\" # trailing\n  | [^\\x00-\\x1F\\]\\[] x{2} x{1,} x{0,3}\n"
       "x ::= \"\\u00e9\\U0001F642\\t\\\"\\\\\" | . | [\\u0100-\\u017F-]\n",
+      // docs/formats/gbnf.md's example
+      "root   ::= object\n"
+      "object ::= \"{\" ws ( pair ( \",\" ws pair )* )? \"}\"\n"
+      "pair   ::= string \":\" ws value\n"
+      "value  ::= object | string | [0-9]+ | \"true\" | \"false\"\n"
+      "string ::= \"\\\"\" [^\"\\\\]* \"\\\"\"\n"
+      "ws     ::= [ \\t\\n]{0,20}\n",
       "root ::= ( ( \"a\" ) )* \"\"",
       "root::=\"x\"",
   };
@@ -151,7 +159,9 @@ TEST(GrammarMatcher, NestedRecursionCountsLikeAPushdownAutomaton) {
     GrammarMatcher matcher(grammar, ByteTrie());
     const bool fed = FeedBytes(matcher, s);
     EXPECT_EQ(fed, shape && bs <= as) << s;
-    if (fed) EXPECT_EQ(matcher.CanEnd(), bs == as) << s;
+    if (fed) {
+      EXPECT_EQ(matcher.CanEnd(), bs == as) << s;
+    }
   }
 }
 
@@ -181,6 +191,22 @@ TEST(GrammarMatcher, CarriesPartialUtf8AcrossByteTokens) {
   EXPECT_FALSE(matcher.CanEnd());
   EXPECT_TRUE(FeedBytes(matcher, "ω🙂"));
   EXPECT_TRUE(matcher.MustEnd());
+}
+
+// A lead byte is allowed when some code point it can start is allowed: every
+// two-byte code point is U+0080..U+07FF.
+TEST(GrammarMatcher, LeadBytesAnnounceTheirRange) {
+  GrammarMatcher negated(ParseGbnf("root ::= [^\\u0080-\\u07FF]", "test"), ByteTrie());
+  EXPECT_FALSE(negated.Allows(0xC3));
+  EXPECT_TRUE(negated.Allows(0xE6));
+  EXPECT_TRUE(negated.Allows('a'));
+  GrammarMatcher high(ParseGbnf("root ::= [\\U00010000-\\U0010FFFF]", "test"), ByteTrie());
+  EXPECT_FALSE(high.Allows(0xE6));
+  EXPECT_TRUE(high.Allows(0xF0));
+  EXPECT_TRUE(high.Allows(0xF4));
+  ASSERT_TRUE(FeedBytes(high, "\xF4"));
+  EXPECT_FALSE(high.Allows(0x90));  // past U+10FFFF
+  EXPECT_TRUE(high.Allows(0x8F));
 }
 
 TEST(GrammarMatcher, RefusesMalformedUtf8EvenWhereAnythingGoes) {
@@ -251,15 +277,29 @@ TEST(GrammarMatcher, AllowedTokensEqualsAllowsOnRealVocabularies) {
   for (const std::string name : {"qwen2", "llama-spm"}) {
     const Vocabulary& v = LoadVocabulary(name);
     ASSERT_EQ(v.trie->n_vocab(), v.tokenizer->n_vocab());
-    // Prefixes of {"name": "日本", "n": [1, -2.5e3, true]} and a byte of 日 alone.
-    for (const std::string prefix : {"", "{", "{\"na", "{\"name\": \"", "{\"name\": \"\xE6", "{\"name\": \"日本\", \"n\": [1, -2.5",
-                                      "{\"name\": \"日本\", \"n\": [1, -2.5e3, true]}"}) {
-      SCOPED_TRACE(name + " after '" + prefix + "'");
+    // Tokens for single bytes (both vocabularies have one for each byte).
+    std::map<char, TokenId> byte_token;
+    for (TokenId id = 0; id < v.tokenizer->n_vocab(); ++id) {
+      const std::string piece = v.tokenizer->TokenToPiece(id, false);
+      if (piece.size() == 1 && !byte_token.count(piece[0])) byte_token[piece[0]] = id;
+    }
+    // Prefixes of {"name": "日本", "n": [1, -2.5e3, true]} fed as byte
+    // tokens (SentencePiece would prefix a space to the text), some ending
+    // in one or two bytes of 日 (E6 97 A5), which leave a code point pending.
+    const std::pair<std::string, std::string> kStates[] = {
+        {"", ""}, {"{", ""}, {"{\"na", ""}, {"{\"name\": \"", ""}, {"{\"name\": \"", "\xE6"},
+        {"{\"name\": \"", "\xE6\x97"}, {"{\"name\": \"日本\", \"n\": [1, -2.5", ""},
+        {"{\"name\": \"日本\", \"n\": [1, -2.5e3, true]}", ""}};
+    for (const auto& [prefix, bytes] : kStates) {
+      SCOPED_TRACE(name + " after '" + prefix + "' and " + std::to_string(bytes.size()) + " byte tokens");
       GrammarMatcher matcher(grammar, v.trie);
-      // Whole pieces where the tokenizer's tokens spell the prefix, else bytes.
-      for (TokenId id : v.tokenizer->Encode(prefix, false, false)) {
-        if (!matcher.Allows(id)) break;
-        matcher.Accept(id);
+      for (char b : prefix + bytes) {
+        ASSERT_TRUE(byte_token.count(b));
+        ASSERT_TRUE(matcher.Allows(byte_token[b]));
+        matcher.Accept(byte_token[b]);
+      }
+      if (!bytes.empty()) {
+        EXPECT_FALSE(matcher.CanEnd());
       }
       std::vector<uint8_t> allowed(size_t(v.trie->n_vocab()));
       matcher.AllowedTokens(allowed);
@@ -267,9 +307,16 @@ TEST(GrammarMatcher, AllowedTokensEqualsAllowsOnRealVocabularies) {
       for (TokenId id = 0; id < v.trie->n_vocab(); ++id) {
         ASSERT_EQ(bool(allowed[size_t(id)]), matcher.Allows(id)) << "token " << id << " '" << v.tokenizer->TokenToPiece(id, false) << "'";
         n_allowed += allowed[size_t(id)];
-        if (v.tokenizer->IsEndOfGeneration(id)) EXPECT_EQ(bool(allowed[size_t(id)]), matcher.CanEnd());
+        if (v.tokenizer->IsEndOfGeneration(id)) {
+          EXPECT_EQ(bool(allowed[size_t(id)]), matcher.CanEnd());
+        }
       }
       EXPECT_GT(n_allowed, 0u);
+      if (bytes.size() == 2) {  // only a continuation byte may follow E6 97
+        EXPECT_TRUE(allowed[size_t(byte_token['\xA5'])]);
+        EXPECT_FALSE(allowed[size_t(byte_token['a'])]);
+        EXPECT_FALSE(allowed[size_t(byte_token['\xE6'])]);
+      }
     }
   }
 }

@@ -105,6 +105,9 @@ TEST(JsonSchema, ScalarsEnumsConstAndCombinations) {
        {R"("x")", "null"}, {"1"}},
       {R"({"oneOf": [{"type": "integer"}, {"type": "boolean"}]})", {"7", "true"}, {R"("7")"}},
       {R"({"type": ["integer", "string"]})", {"-4", R"("s")"}, {"1.5", "[]"}},
+      // Each keyword constrains its own type only.
+      {R"({"type": ["string", "integer"], "maxLength": 3, "maximum": 9})",
+       {R"("abc")", "9", "-100"}, {R"("abcd")", "10"}},
       {R"({"type": "number"})", {"1.5e10", "-0.25", "0", "12", "1E-7"}, {"01", "1.", ".5", "+1", "--1", "1e"}},
       {R"({"type": "boolean"})", {"true", "false"}, {"null", "1"}},
       {R"({"type": "string", "minLength": 2, "maxLength": 3})",
@@ -126,6 +129,8 @@ TEST(JsonSchema, Patterns) {
       {R"({"type": "string", "pattern": "^(?:cat|dog)s?|[^\\w\\s]+$"})",
        {R"("cats")", R"("dog")", R"("!?")", R"("dogs are")", R"("a!")"}, {R"("cow")", R"("!a")"}},
       {R"({"type": "string", "pattern": "^\\w+@\\w+\\.(com|org)$"})", {R"("a@b.com")"}, {R"("a@b.net")", R"("@b.com")"}},
+      {R"({"type": "string", "pattern": "^(ab?)*(c|d?){2}$"})", {R"("")", R"("abac")", R"("dd")", R"("aabd")"},
+       {R"("b")", R"("ccc")"}},
   });
 }
 
@@ -183,6 +188,8 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasNameTheirPath) {
       {R"j({"type": "string", "pattern": "(?=a)"})j", f + ".pattern: a lookaround"},
       {R"({"type": "string", "pattern": "a\\1"})", f + ".pattern: the escape \\1"},
       {R"({"type": "string", "pattern": "a^b"})", f + ".pattern: an anchor `^`"},
+      {R"({"type": "string", "pattern": "(a*)*"})", f + ".pattern: an unbounded repetition of what can match nothing"},
+      {R"({"type": "string", "pattern": "x(|a)+"})", f + ".pattern: an unbounded repetition"},
       {R"({"type": "number", "minimum": 1})", f + ".minimum: \"minimum\" is supported for integers only"},
       {R"({"type": "array", "minItems": 3, "maxItems": 2})", f + ".minItems: no array"},
       {R"({"type": "array", "minItems": -1})", f + ".minItems: expected a non-negative integer"},
@@ -204,6 +211,28 @@ TEST(JsonSchema, UnsupportedAndInvalidSchemasNameTheirPath) {
     EXPECT_EQ(error.rfind(expected, 0), 0u) << schema << "\n  gave: " << error << "\n  want: " << expected;
   }
   EXPECT_NE(CompileError(kCases[std::size(kCases) - 1].first).find("left recursion"), std::string::npos);
+}
+
+TEST(JsonSchema, NestingIsBounded) {
+  auto nested = [](int depth) {
+    Json schema = {{"type", "integer"}, {"minimum", 3}};
+    for (int i = 0; i < depth; ++i) schema = {{"anyOf", Json::array({schema, {{"type", "null"}}})}};
+    return schema;
+  };
+  const auto grammar = ParseGbnf(JsonSchemaToGbnf(nested(60), kField), "schema");
+  EXPECT_TRUE(IsSentence(grammar, "12"));
+  EXPECT_TRUE(IsSentence(grammar, "null"));
+  EXPECT_FALSE(IsSentence(grammar, "2"));
+  try {
+    JsonSchemaToGbnf(nested(100), kField);
+    ADD_FAILURE() << "a schema nested 100 deep compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("schemas nested deeper than 64"), std::string::npos) << e.what();
+  }
+  const std::string deep_pattern = std::string(40, '(') + "a" + std::string(40, ')');
+  EXPECT_NE(CompileError(Json({{"type", "string"}, {"pattern", deep_pattern}}).dump().c_str()).find(
+                ".pattern: groups nested deeper than 32"),
+            std::string::npos);
 }
 
 // Random JSON objects as nlohmann::json writes them, compact and indented.
@@ -258,11 +287,25 @@ TEST(JsonMode, AcceptsWhatNlohmannWrites) {
   for (int i = 0; i < 300; ++i) {
     Json object = Json::object();
     for (int n = std::uniform_int_distribution<int>(0, 4)(rng); n > 0; --n) {
-      object["k" + std::to_string(n)] = RandomValue(rng, 1);
+      object[StrCat("k", n)] = RandomValue(rng, 1);
     }
     ASSERT_TRUE(IsSentence(grammar, object.dump())) << object.dump();
     ASSERT_TRUE(IsSentence(grammar, object.dump(2))) << object.dump(2);
   }
+}
+
+// Nothing may follow the closing bracket, so generation stops there.
+TEST(JsonMode, EndsAtTheClosingBracket) {
+  GrammarMatcher matcher(ParseGbnf(JsonObjectGbnf(), "json"), testing::ByteTrie());
+  ASSERT_TRUE(testing::FeedBytes(matcher, "{\"a\": [1, {}]"));
+  EXPECT_FALSE(matcher.CanEnd());
+  ASSERT_TRUE(testing::FeedBytes(matcher, "}"));
+  EXPECT_TRUE(matcher.MustEnd());
+  GrammarMatcher schema(ParseGbnf(JsonSchemaToGbnf(Json::parse(R"({"type": "integer"})"), kField), "s"),
+                        testing::ByteTrie());
+  ASSERT_TRUE(testing::FeedBytes(schema, "12"));
+  EXPECT_TRUE(schema.CanEnd());
+  EXPECT_FALSE(schema.MustEnd());  // more digits may come
 }
 
 TEST(JsonMode, RefusesMalformedText) {
@@ -273,7 +316,12 @@ TEST(JsonMode, RefusesMalformedText) {
     EXPECT_FALSE(IsSentence(grammar, bad)) << bad;
   }
   EXPECT_TRUE(IsSentence(grammar, "{ }"));
-  EXPECT_TRUE(IsSentence(grammar, "{\"a\":\"\\u00e9\\/\"}\n"));
+  // Python's json.dumps(x) and json.dumps(x, indent=2).
+  EXPECT_TRUE(IsSentence(grammar, R"({"a": [1, 2.5], "b": {"c": null}})"));
+  EXPECT_TRUE(IsSentence(grammar, "{\n  \"a\": [\n    1,\n    2.5\n  ],\n  \"b\": {\n    \"c\": null\n  }\n}"));
+  EXPECT_TRUE(IsSentence(grammar, "{\"a\":\"\\u00e9\\/\"}"));
+  EXPECT_FALSE(IsSentence(grammar, " {}"));
+  EXPECT_FALSE(IsSentence(grammar, "{}\n"));
 }
 
 }  // namespace

@@ -51,7 +51,10 @@ std::string GbnfClass(const std::vector<CodePointRange>& ranges) {
   std::string out = "[";
   for (const CodePointRange& r : ranges) {
     out += Escaped(r.first);
-    if (r.last != r.first) out += "-" + Escaped(r.last);
+    if (r.last != r.first) {
+      out += '-';
+      out += Escaped(r.last);
+    }
   }
   return out + "]";
 }

@@ -51,7 +51,10 @@ class TrieWalk {
   TrieWalk(const Grammar& grammar, const Trie& trie, std::span<uint8_t> allowed)
       : grammar_(grammar), trie_(trie), allowed_(allowed) {}
 
-  void Run(const StackSet& stacks, PartialCodePoint partial) { Visit(0, Intern(StackSet(stacks)), partial); }
+  void Run(const StackSet& stacks, PartialCodePoint partial) {
+    const int32_t id = Intern(StackSet(stacks));
+    if (id != kDead) Visit(0, id, partial);
+  }
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -64,25 +67,43 @@ class TrieWalk {
       sets_.push_back(&it->first);
       ascii_.emplace_back();
       ascii_.back().fill(kUnknown);
+      by_mask_.emplace_back();
     }
     return it->second;
   }
 
+  int32_t Advance(int32_t id, uint32_t cp) { return Intern(AdvanceStacks(grammar_, *sets_[size_t(id)], cp)); }
+
   int32_t Next(int32_t id, uint32_t cp) {
-    int32_t* cached = nullptr;
     if (cp < 128) {
-      cached = &ascii_[size_t(id)][cp];
-    } else {
-      cached = &other_.try_emplace((uint64_t(uint32_t(id)) << 32) | cp, kUnknown).first->second;
+      if (ascii_[size_t(id)][cp] == kUnknown) {
+        const int32_t next = Advance(id, cp);
+        ascii_[size_t(id)][cp] = next;
+      }
+      return ascii_[size_t(id)][cp];
     }
-    if (*cached != kUnknown) return *cached;
-    const int32_t next = Intern(AdvanceStacks(grammar_, *sets_[size_t(id)], cp));
-    // Interning may have grown ascii_, so index again rather than use `cached`.
-    if (cp < 128) {
-      ascii_[size_t(id)][cp] = next;
-    } else {
-      other_[(uint64_t(uint32_t(id)) << 32) | cp] = next;
+    // Past ASCII the next set depends only on which stacks' top classes hold
+    // the code point: a vocabulary's tens of thousands of CJK code points
+    // all lead from a JSON string to the same set.
+    const StackSet& set = *sets_[size_t(id)];
+    if (set.stacks.size() <= 64) {
+      uint64_t mask = 0;
+      for (size_t i = 0; i < set.stacks.size(); ++i) {
+        const GrammarStack& s = set.stacks[i];
+        if (!s.empty() && grammar_.classes[grammar_.elements[s.back()].value].Contains(cp)) mask |= 1ull << i;
+      }
+      if (mask == 0) return kDead;
+      for (const auto& [m, next] : by_mask_[size_t(id)]) {
+        if (m == mask) return next;
+      }
+      const int32_t next = Advance(id, cp);
+      by_mask_[size_t(id)].push_back({mask, next});
+      return next;
     }
+    const uint64_t key = (uint64_t(uint32_t(id)) << 32) | cp;
+    if (const auto it = other_.find(key); it != other_.end()) return it->second;
+    const int32_t next = Advance(id, cp);
+    other_[key] = next;
     return next;
   }
 
@@ -113,7 +134,10 @@ class TrieWalk {
   std::span<uint8_t> allowed_;
   std::unordered_map<StackSet, int32_t, StackSetHash> ids_;
   std::vector<const StackSet*> sets_;  // by id; node-based map keys do not move
+  // Transitions by id: a table per state for ASCII; past it, by the mask of
+  // stacks that accept the code point, or for sets of over 64 stacks by code point.
   std::vector<std::array<int32_t, 128>> ascii_;
+  std::vector<std::vector<std::pair<uint64_t, int32_t>>> by_mask_;
   std::unordered_map<uint64_t, int32_t> other_;  // (id << 32 | code point) -> next id
 };
 
@@ -166,7 +190,7 @@ void GrammarMatcher::Accept(TokenId id) {
   const Trie& trie = tokens_->impl();
   if (!Allows(id)) Fail("the grammar does not allow token ", id, " here");
   if (trie.kinds[size_t(id)] == Trie::kEndOfGeneration) {
-    state_->stacks = StackSet{{GrammarStack{}}};
+    state_->stacks = StackSet{{GrammarStack{}}};  // finished: only the end may follow
     return;
   }
   StepPiece(*grammar_, *state_, trie.pieces[size_t(id)]);

@@ -4,25 +4,25 @@
 #include <vector>
 
 #include "base/error.h"
-#include "grammar/json_schema.h"
 
 namespace kakeya {
 namespace {
 
 // Whitespace between tokens, bounded as llama.cpp's json-schema-to-grammar
 // bounds it so that a model cannot loop on it forever: nothing, a space, or
-// a newline and an indent of up to 20.
+// a newline and an indent of up to 20. None before the first token or after
+// the last, so that generation stops at the closing bracket (MustEnd).
 constexpr const char* kPrimitives = R"(ws ::= | " " | "\n" [ \t]{0,20}
 json-value ::= json-object | json-array | json-string | json-number | json-literal
-json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}" ws
-json-member ::= json-string ":" ws json-value
-json-array ::= "[" ws ( json-value ( "," ws json-value )* )? "]" ws
-json-string ::= "\"" json-char* "\"" ws
+json-object ::= "{" ws ( json-member ( "," ws json-member )* )? "}"
+json-member ::= json-string ws ":" ws json-value ws
+json-array ::= "[" ws ( json-value ws ( "," ws json-value ws )* )? "]"
+json-string ::= "\"" json-char* "\""
 json-char ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
 json-key-char ::= [^"\\\x00-\x1F] | "\\" ["\\bfnrt]
-json-number ::= "-"? ( "0" | [1-9] [0-9]{0,19} ) ( "." [0-9]{1,20} )? ( [eE] [-+]? [0-9]{1,3} )? ws
-json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,18} ) ws
-json-literal ::= ( "true" | "false" | "null" ) ws
+json-number ::= "-"? ( "0" | [1-9] [0-9]{0,19} ) ( "." [0-9]{1,20} )? ( [eE] [-+]? [0-9]{1,3} )?
+json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,18} )
+json-literal ::= "true" | "false" | "null"
 )";
 
 std::string Digits(char first, char last) {
@@ -72,8 +72,6 @@ void Magnitudes(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
 }  // namespace
 
 std::string JsonPrimitiveRules() { return kPrimitives; }
-
-std::string JsonObjectGbnf() { return std::string("root ::= json-object\n") + kPrimitives; }
 
 std::string IntegerRangeGbnf(std::optional<int64_t> minimum, std::optional<int64_t> maximum) {
   const int64_t lo = minimum.value_or(std::numeric_limits<int64_t>::min());

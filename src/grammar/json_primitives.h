@@ -10,7 +10,8 @@ namespace kakeya {
 
 // Rules ws, json-value, json-object, json-array, json-string, json-char,
 // json-number, json-integer, json-literal (docs/formats/json-schema.md,
-// "JSON text"). Each value rule takes the whitespace after it.
+// "JSON text"). Whitespace comes after a value only inside a container,
+// so a value alone has none around it.
 // json-key-char is a character of an undeclared property's name, spelled
 // one way only (no \u escapes), so that the names it spells can exclude the
 // declared ones.

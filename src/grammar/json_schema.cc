@@ -93,7 +93,19 @@ class SchemaCompiler {
     return name;
   }
 
+  // A GBNF expression for `s`: a rule name or a flat sequence; alternatives
+  // get rules of their own, so that nested schemas do not nest groups.
   std::string Visit(const Json& s, const std::string& path) {
+    if (depth_ >= grammar_limits::kMaxNesting) {
+      FailAt(path, "schemas nested deeper than ", grammar_limits::kMaxNesting, " are not supported");
+    }
+    ++depth_;
+    std::string out = VisitSchema(s, path);
+    --depth_;
+    return out;
+  }
+
+  std::string VisitSchema(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
       if (s.get<bool>()) return "json-value";
       FailAt(path, "the schema false matches nothing");
@@ -114,7 +126,7 @@ class SchemaCompiler {
       }
       return Ref(s["$ref"], path + ".$ref");
     }
-    if (s.contains("const")) return GbnfLiteral(s["const"].dump()) + " ws";
+    if (s.contains("const")) return GbnfLiteral(s["const"].dump());
     if (s.contains("enum")) return Enum(s["enum"], path + ".enum");
     for (const char* key : {"anyOf", "oneOf"}) {
       if (s.contains(key)) return AnyOf(s, key, path);
@@ -124,12 +136,12 @@ class SchemaCompiler {
     const Json& type = s["type"];
     if (type.is_string()) return Typed(s, type.get<std::string>(), path);
     if (!type.is_array() || type.empty()) FailAt(path + ".type", "expected a type name or a list of them");
-    std::string out = "(";
+    std::string out;
     for (size_t i = 0; i < type.size(); ++i) {
       if (!type[i].is_string()) FailAt(path + ".type[" + std::to_string(i) + "]", "expected a type name");
       out += (i ? " | " : "") + Typed(s, type[i].get<std::string>(), path);
     }
-    return out + ")";
+    return AddRule(path.substr(path.rfind('.') + 1) + "-types", out);
   }
 
   static std::string InferType(const Json& s) {
@@ -156,8 +168,8 @@ class SchemaCompiler {
       }
       return "json-number";
     }
-    if (type == "boolean") return "( \"true\" | \"false\" ) ws";
-    if (type == "null") return "\"null\" ws";
+    if (type == "boolean") return "( \"true\" | \"false\" )";
+    if (type == "null") return "\"null\"";
     FailAt(path + ".type", "unknown type \"", type, "\"");
   }
 
@@ -196,7 +208,7 @@ class SchemaCompiler {
     if (!values.is_array() || values.empty()) FailAt(path, "expected a non-empty array");
     std::string out = "(";
     for (size_t i = 0; i < values.size(); ++i) out += (i ? " | " : "") + GbnfLiteral(values[i].dump());
-    return out + ") ws";
+    return out + ")";
   }
 
   std::string AnyOf(const Json& s, const char* key, const std::string& path) {
@@ -208,11 +220,11 @@ class SchemaCompiler {
     const Json& options = s[key];
     const std::string at = path + "." + key;
     if (!options.is_array() || options.empty()) FailAt(at, "expected a non-empty array of schemas");
-    std::string out = "(";
+    std::string out;
     for (size_t i = 0; i < options.size(); ++i) {
       out += (i ? " | " : "") + Visit(options[i], at + "[" + std::to_string(i) + "]");
     }
-    return out + ")";
+    return AddRule(path.substr(path.rfind('.') + 1) + "-" + key, out);
   }
 
   const Json& Resolve(const Json& s, const std::string& path) {
@@ -306,7 +318,7 @@ class SchemaCompiler {
       }
       rule[node] = AddRule(hint + "-key", body + other + " json-key-char*");
     }
-    return "\"\\\"\" " + rule[0] + " \"\\\"\" ws";
+    return "\"\\\"\" " + rule[0] + " \"\\\"\"";
   }
 
   std::string Object(const Json& s, const std::string& path) {
@@ -349,18 +361,18 @@ class SchemaCompiler {
     std::vector<std::string> rest(n + 1), first(n + 1);
     std::vector<std::string> declared;
     for (const Property& p : properties) declared.push_back(p.name);
-    const std::string extra_member = extra ? ExtraKey(declared, hint) + " \":\" ws " + *extra : "";
+    const std::string extra_member = extra ? ExtraKey(declared, hint) + " ws \":\" ws " + *extra + " ws" : "";
     rest[n] = extra ? AddRule(hint + "-more", "( \",\" ws " + extra_member + " )*") : "";
     first[n] = extra ? AddRule(hint + "-extra", "( " + extra_member + " " + rest[n] + " )?") : "";
     for (size_t i = n; i-- > 0;) {
       const Property& p = properties[i];
-      const std::string member = GbnfLiteral(Json(p.name).dump()) + " ws \":\" ws " + p.value;
+      const std::string member = GbnfLiteral(Json(p.name).dump()) + " ws \":\" ws " + p.value + " ws";
       const std::string with_comma = "\",\" ws " + member;
       rest[i] = AddRule(hint + "-rest", (p.required ? with_comma : "( " + with_comma + " )?") + " " + rest[i + 1]);
       first[i] = AddRule(hint + "-first",
                          p.required ? member + " " + rest[i + 1] : "( " + member + " " + rest[i + 1] + " | " + first[i + 1] + " )");
     }
-    return AddRule(hint, "\"{\" ws " + first[0] + " \"}\" ws");
+    return AddRule(hint, "\"{\" ws " + first[0] + " \"}\"");
   }
 
   static uint32_t Count(const Json& s, const char* key, uint32_t fallback, const std::string& path) {
@@ -397,15 +409,17 @@ class SchemaCompiler {
     uint32_t hi = Count(s, "maxItems", kUnbounded, path);
     if (!tail) hi = std::min(hi, k);
     if (lo > hi) FailAt(path + ".minItems", "no array has between ", lo, " and ", hi, " items here");
-    auto item = [&](uint32_t i) { return i < k ? prefix[i] : *tail; };
+    // Each item takes the whitespace after it.
+    auto item = [&](uint32_t i) { return (i < k ? prefix[i] : *tail) + " ws"; };
+    const std::string tail_item = tail ? *tail + " ws" : "";
     auto sep = [](uint32_t i) { return std::string(i == 0 ? "" : "\",\" ws "); };
     std::string required;
     for (uint32_t i = 0; i < std::min(lo, k); ++i) required += sep(i) + item(i) + " ";
     if (lo > k) {
       const uint32_t first_tail = k;
-      if (first_tail == 0) required += *tail + " ";
+      if (first_tail == 0) required += tail_item + " ";
       const uint32_t count = lo - k - (first_tail == 0 ? 1 : 0);
-      if (count > 0) required += "( \",\" ws " + *tail + " ){" + std::to_string(count) + "} ";
+      if (count > 0) required += "( \",\" ws " + tail_item + " ){" + std::to_string(count) + "} ";
     }
     // The optional items after the first lo, innermost first.
     const std::string hint = path.substr(path.rfind('.') + 1);
@@ -414,15 +428,15 @@ class SchemaCompiler {
     if (tail && hi > tail_from) {
       const std::string times = hi == kUnbounded ? "*" : "{0," + std::to_string(hi - tail_from - (tail_from == 0)) + "}";
       if (tail_from == 0) {
-        optional = AddRule(hint + "-items", "( " + *tail + " ( \",\" ws " + *tail + " )" + times + " )?");
+        optional = AddRule(hint + "-items", "( " + tail_item + " ( \",\" ws " + tail_item + " )" + times + " )?");
       } else {
-        optional = AddRule(hint + "-items", "( \",\" ws " + *tail + " )" + times);
+        optional = AddRule(hint + "-items", "( \",\" ws " + tail_item + " )" + times);
       }
     }
     for (uint32_t i = std::min(k, hi); i-- > lo;) {
       optional = AddRule(hint + "-item", "( " + sep(i) + item(i) + " " + optional + " )?");
     }
-    return AddRule(hint, "\"[\" ws " + required + optional + " \"]\" ws");
+    return AddRule(hint, "\"[\" ws " + required + optional + " \"]\"");
   }
 
   std::string String(const Json& s, const std::string& path) {
@@ -432,14 +446,14 @@ class SchemaCompiler {
       }
       if (!s["pattern"].is_string()) FailAt(path + ".pattern", "expected a string");
       const std::string body = PatternToGbnf(s["pattern"].get<std::string>(), path + ".pattern");
-      return AddRule(path.substr(path.rfind('.') + 1), "\"\\\"\" " + body + " \"\\\"\" ws");
+      return AddRule(path.substr(path.rfind('.') + 1), "\"\\\"\" " + body + " \"\\\"\"");
     }
     if (!s.contains("minLength") && !s.contains("maxLength")) return "json-string";
     const uint32_t lo = Count(s, "minLength", 0, path);
     const uint32_t hi = Count(s, "maxLength", std::numeric_limits<uint32_t>::max(), path);
     if (lo > hi) FailAt(path + ".minLength", "exceeds maxLength");
     const std::string times = "{" + std::to_string(lo) + "," + (s.contains("maxLength") ? std::to_string(hi) : "") + "}";
-    return "\"\\\"\" json-char" + times + " \"\\\"\" ws";
+    return "\"\\\"\" json-char" + times + " \"\\\"\"";
   }
 
   static std::optional<int64_t> Bound(const Json& s, const char* key, bool is_minimum, const std::string& path) {
@@ -461,16 +475,19 @@ class SchemaCompiler {
     const std::optional<int64_t> lo = Bound(s, "minimum", true, path), hi = Bound(s, "maximum", false, path);
     if (!lo && !hi) return "json-integer";
     if (lo && hi && *lo > *hi) FailAt(path + ".minimum", "exceeds maximum");
-    return IntegerRangeGbnf(lo, hi) + " ws";
+    return AddRule(path.substr(path.rfind('.') + 1) + "-int", IntegerRangeGbnf(lo, hi));
   }
 
   const Json& root_;
   const std::string field_;
+  int depth_ = 0;  // of Visit's recursion
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
 };
 
 }  // namespace
+
+std::string JsonObjectGbnf() { return "root ::= json-object\n" + JsonPrimitiveRules(); }
 
 std::string JsonSchemaToGbnf(const nlohmann::ordered_json& schema, std::string_view field) {
   std::string gbnf = SchemaCompiler(schema, field).Compile();

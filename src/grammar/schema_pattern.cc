@@ -97,18 +97,25 @@ class PatternParser {
   uint32_t Peek() const { return AtEnd() ? 0 : cps_[pos_]; }
 
   std::string Alternatives(int depth) {
-    if (depth > grammar_limits::kMaxNesting) Unsupported("groups nested deeper than ", grammar_limits::kMaxNesting);
-    std::string out = "(" + Sequence(depth, nullptr);
+    // Half the grammar's nesting limit: the expression's own groups come
+    // inside a few of the compiler's.
+    constexpr int kMaxDepth = grammar_limits::kMaxNesting / 2;
+    if (depth > kMaxDepth) Unsupported("groups nested deeper than ", kMaxDepth);
+    std::string out = StrCat("(", Sequence(depth, nullptr));
+    bool nullable = nullable_;
     while (!AtEnd() && Peek() == '|') {
       ++pos_;
       out += " | " + Sequence(depth, nullptr);
+      nullable = nullable || nullable_;
     }
+    nullable_ = nullable;
     return out + ")";
   }
 
   // `anchored_end`: where a top-level alternative may end in '$'.
   std::string Sequence(int depth, bool* anchored_end) {
     std::string out;
+    bool nullable = true;
     while (!AtEnd() && Peek() != '|' && Peek() != ')') {
       if (anchored_end && Peek() == '$' && (pos_ + 1 == end_ || cps_[pos_ + 1] == '|')) {
         ++pos_;
@@ -117,7 +124,9 @@ class PatternParser {
       }
       std::string atom = Atom(depth);
       out += " " + atom + Quantifier();
+      nullable = nullable && nullable_;
     }
+    nullable_ = nullable;
     return out;
   }
 
@@ -133,21 +142,28 @@ class PatternParser {
     return uint32_t(n);
   }
 
+  // After an atom (nullable_ says whether it can match nothing): its
+  // quantifier, which updates nullable_ for the quantified atom.
   std::string Quantifier() {
     if (AtEnd()) return "";
     std::string out;
     const uint32_t c = Peek();
+    bool unbounded = false;
     if (c == '*' || c == '+' || c == '?') {
       ++pos_;
       out = std::string(1, char(c));
+      unbounded = c != '?';
+      nullable_ = nullable_ || c != '+';
     } else if (c == '{') {
       ++pos_;
       const uint32_t min = Count();
-      out = "{" + std::to_string(min);
+      out = StrCat("{", min);
+      nullable_ = nullable_ || min == 0;
       if (Peek() == ',') {
         ++pos_;
         out += ",";
-        if (Peek() != '}') {
+        unbounded = Peek() == '}';
+        if (!unbounded) {
           const uint32_t max = Count();
           if (max < min) Unsupported("a repetition {", min, ",", max, "}");
           out += std::to_string(max);
@@ -159,6 +175,8 @@ class PatternParser {
     } else {
       return "";
     }
+    // The grammar would loop on the empty match (docs/formats/gbnf.md, left recursion).
+    if (unbounded && atom_nullable_) Unsupported("an unbounded repetition of what can match nothing, as (a*)*,");
     if (!AtEnd() && Peek() == '?') ++pos_;  // lazy: the same strings
     if (!AtEnd() && (Peek() == '*' || Peek() == '+' || Peek() == '?' || Peek() == '{')) {
       Unsupported("a repeated repetition");
@@ -166,9 +184,17 @@ class PatternParser {
     return out;
   }
 
+  // Sets nullable_ and atom_nullable_: whether the atom can match nothing.
   std::string Atom(int depth) {
+    std::string out = AtomText(depth);
+    atom_nullable_ = nullable_;
+    return out;
+  }
+
+  std::string AtomText(int depth) {
     const uint32_t c = Peek();
     ++pos_;
+    nullable_ = false;
     switch (c) {
       case '(': {
         if (Peek() == '?') {
@@ -282,6 +308,8 @@ class PatternParser {
   }
 
   std::vector<uint32_t> cps_;
+  bool nullable_ = false;       // the last sequence, alternatives or (quantified) atom can match nothing
+  bool atom_nullable_ = false;  // the last atom, before its quantifier
   size_t pos_ = 0;
   size_t end_ = 0;
   const std::string& path_;
@@ -343,7 +371,7 @@ std::string JsonCharsGbnf(const Ranges& ranges) {
   std::vector<std::string> hex;
   for (uint32_t high = 0; high < 2; ++high) {
     const std::string lows = HexDigitsClass(long_forms, high);
-    if (!lows.empty()) hex.push_back("\"" + std::to_string(high) + "\" " + lows);
+    if (!lows.empty()) hex.push_back(StrCat("\"", high, "\" ", lows));
   }
   if (!hex.empty()) {
     std::string joined;
