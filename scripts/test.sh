@@ -58,6 +58,8 @@ if [ "$quick" -eq 0 ]; then
   scripts/fuzz.sh jinja "${KAKEYA_FUZZ_SECONDS:-60}"
   echo "== fuzzing the tokenizers"
   scripts/fuzz.sh tokenizer "${KAKEYA_FUZZ_SECONDS:-60}"
+  echo "== fuzzing the grammars and JSON schemas of constrained decoding"
+  scripts/fuzz.sh grammar "${KAKEYA_FUZZ_SECONDS:-60}"
   echo "== fuzzing the server's request bodies"
   scripts/fuzz.sh request "${KAKEYA_FUZZ_SECONDS:-60}"
   echo "== ARM64: the kernel tests cross-built and run under qemu (scripts/test-arm.sh --kernels)"
