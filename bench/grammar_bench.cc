@@ -1,6 +1,7 @@
 // What constrained decoding costs per generated token (grammar.h): the mask
 // of allowed tokens over a whole vocabulary (AllowedTokens, one trie walk),
-// Accept, and the copy the verifier makes per row. The states: inside a JSON
+// Accept, the copy the verifier makes per row, and a sampled choice with
+// and without the sampler's reuse of the last mask. The states: inside a JSON
 // string (nearly every token allowed: the walk visits most of the trie),
 // just after "{" (few allowed: the walk prunes early) and inside a schema's
 // integer field. Run from the repository root; the vocabulary defaults to
@@ -20,6 +21,7 @@
 #include "gguf/gguf.h"
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
+#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kakeya {
@@ -91,6 +93,32 @@ void BM_AcceptAndCopy(benchmark::State& state) {
   state.counters["tokens"] = double(tokens.size());
 }
 BENCHMARK(BM_AcceptAndCopy)->Unit(benchmark::kMicrosecond);
+
+// A sampled choice (temperature 0.8, the llama.cpp filters) inside a JSON
+// string, where each token leaves the grammar's state as it was: the
+// sampler masks the vocabulary once and reuses the mask while the state
+// stays (Sampler::Constrain). `alternating` gives it two states in turn, so
+// that every choice masks anew: the cost without the reuse.
+void SampleInJsonString(benchmark::State& state, bool alternating) {
+  const Vocabulary& v = BenchVocabulary();
+  const int n_vocab = v.trie->n_vocab();
+  const GrammarMatcher states[2] = {MatcherAfter(JsonObjectGbnf(), "{\"text\": \"The quick"),
+                                    MatcherAfter(JsonObjectGbnf(), "{\"text\": [\"The quick")};
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  for (int i = 0; i < n_vocab; ++i) logits[size_t(i)] = float((i * 7919) % 1000) / 100.0f;
+  SamplingParams params;
+  params.seed = 1;
+  Sampler sampler(params, n_vocab);
+  const std::vector<TokenId> history(8, 0);
+  int i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sampler.Sample(logits, history, &states[alternating ? (i++ & 1) : 0]));
+  }
+}
+void BM_SampleInJsonStringSameState(benchmark::State& state) { SampleInJsonString(state, false); }
+BENCHMARK(BM_SampleInJsonStringSameState)->Unit(benchmark::kMillisecond);
+void BM_SampleInJsonStringNewState(benchmark::State& state) { SampleInJsonString(state, true); }
+BENCHMARK(BM_SampleInJsonStringNewState)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kakeya

@@ -65,6 +65,10 @@ class GrammarMatcher {
   bool CanEnd() const;
   // Nothing but the end may follow: generation can stop without sampling.
   bool MustEnd() const;
+  // The same grammar at the same parse state: the same tokens are allowed
+  // next (what lets a sampler reuse the last mask, as inside a JSON string,
+  // where every token leaves the state as it was).
+  bool operator==(const GrammarMatcher& other) const;
 
   struct State;
 

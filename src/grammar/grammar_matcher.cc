@@ -162,6 +162,11 @@ GrammarMatcher& GrammarMatcher::operator=(const GrammarMatcher& other) {
 
 GrammarMatcher::~GrammarMatcher() = default;
 
+bool GrammarMatcher::operator==(const GrammarMatcher& other) const {
+  return grammar_ == other.grammar_ && tokens_ == other.tokens_ && state_->partial == other.state_->partial &&
+         state_->stacks == other.state_->stacks;
+}
+
 bool GrammarMatcher::CanEnd() const { return !state_->partial.pending() && state_->stacks.CanEnd(); }
 
 bool GrammarMatcher::MustEnd() const { return !state_->partial.pending() && state_->stacks.Finished(); }

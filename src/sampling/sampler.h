@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -133,6 +134,7 @@ class Sampler {
   std::vector<double> bin_mass_;  // [kBins] top-p mass per logit bin (sampler.cc)
   std::vector<bool> kept_;        // [n_vocab] scratch for OrderById
   std::vector<uint8_t> allowed_;  // [n_vocab] the grammar's mask
+  std::optional<GrammarMatcher> allowed_for_;  // the state allowed_ was made for
   std::vector<float> masked_;     // [n_vocab] logits with the grammar's forbidden tokens at -inf
 };
 
