@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "gguf/gguf.h"
+#include "test_files.h"
 
 namespace kakeya {
 namespace {
@@ -23,14 +24,6 @@ namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
 const fs::path kData = fs::path(KAKEYA_FIXTURES) / ".." / "data" / "chat_templates";
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 const ordered_json& Templates() {
   static const ordered_json json = ordered_json::parse(ReadFile(kData / "templates.json"));

@@ -153,13 +153,6 @@ TEST(ToolRequest, BadValuesAreNamed) {
 
 // ---- the prompt, through a fixture model given a real template ----
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // `fixture` with tokenizer.chat_template set to tests/data/chat_templates/<family>.jinja.
 std::unique_ptr<Model> WithTemplate(const TempDir& dir, const std::string& fixture, const std::string& family) {
   const std::string source = ReadFile(std::string(KAKEYA_FIXTURES) + "/../data/chat_templates/" + family + ".jinja");

@@ -8,6 +8,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +19,16 @@
 #include "model/model.h"
 
 namespace kakeya {
+
+// The bytes of a file the tests read (a template, a fixture's text); throws
+// naming it if it cannot be read.
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
 
 // <tmp>/kakeya_<tag>_<pid>, created now and removed with its contents at the
 // end of the scope; the pid keeps concurrent runs apart.

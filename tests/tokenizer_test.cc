@@ -44,14 +44,6 @@ namespace fs = std::filesystem;
 
 const fs::path kFixtures = KAKEYA_FIXTURES;
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  EXPECT_TRUE(in) << path;
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
 // README: split on "\n__ggml_vocab_test__\n" and drop the final empty piece.
 // gemma-4's .inp lacks the final separator: what follows the last one is the
 // last text.

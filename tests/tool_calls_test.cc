@@ -17,6 +17,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/tool_call_parser.h"
+#include "test_files.h"
 
 namespace kakeya {
 namespace {
@@ -26,14 +27,6 @@ using nlohmann::json;
 using nlohmann::ordered_json;
 
 const fs::path kData = fs::path(KAKEYA_FIXTURES) / ".." / "data" / "chat_templates";
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string Source(const std::string& family) { return ReadFile(kData / (family + ".jinja")); }
 

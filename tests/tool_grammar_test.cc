@@ -6,8 +6,6 @@
 // JSON, and schemas the compiler refuses, get 400 naming the field.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/tool_grammar.h"
 #include "server/tool_request.h"
+#include "test_files.h"
 
 namespace kakeya {
 namespace {
@@ -24,10 +23,8 @@ namespace {
 using testing::IsSentence;
 
 ToolCallSyntax SyntaxOf(const std::string& family) {
-  std::ifstream in(std::string(KAKEYA_FIXTURES) + "/../data/chat_templates/" + family + ".jinja");
-  std::stringstream source;
-  source << in.rdbuf();
-  const std::optional<ToolCallSyntax> syntax = DetectToolCallSyntax(source.str());
+  const std::optional<ToolCallSyntax> syntax =
+      DetectToolCallSyntax(ReadFile(std::string(KAKEYA_FIXTURES) + "/../data/chat_templates/" + family + ".jinja"));
   if (!syntax) ADD_FAILURE() << family << ": no tool-call syntax detected";
   return syntax.value_or(ToolCallSyntax{});
 }

@@ -1,6 +1,7 @@
 // The chat page's files as compiled into the server (cmake/embed_web.cmake),
 // against the files in web/ read here from the source tree.
 #include "server/web_assets.h"
+#include "test_files.h"
 
 #include <gtest/gtest.h>
 
@@ -13,13 +14,6 @@ namespace kakeya {
 namespace {
 
 const std::filesystem::path kWebDir = std::filesystem::path(KAKEYA_FIXTURES) / ".." / ".." / "web";
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
 
 TEST(WebAssets, EveryFileOfWebIsEmbeddedByteForByte) {
   int files = 0;

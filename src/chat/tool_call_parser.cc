@@ -30,12 +30,14 @@ bool PlausibleName(std::string_view name) {
   return true;
 }
 
-// Where the JSON object starting at `open` ('{') ends (one past its '}'),
-// or npos while it has not closed; strings and escapes taken into account.
-size_t JsonObjectEnd(std::string_view s, size_t open) {
+// Walks JSON text from `from`, calling on_depth(depth) at each bracket
+// outside strings with the nesting depth after it; returns the index of the
+// first bracket at which on_depth returns true, or npos.
+template <typename OnDepth>
+size_t ScanBrackets(std::string_view s, size_t from, OnDepth on_depth) {
   int depth = 0;
   bool in_string = false;
-  for (size_t i = open; i < s.size(); ++i) {
+  for (size_t i = from; i < s.size(); ++i) {
     const char c = s[i];
     if (in_string) {
       if (c == '\\') {
@@ -45,13 +47,19 @@ size_t JsonObjectEnd(std::string_view s, size_t open) {
       }
     } else if (c == '"') {
       in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
+    } else if (c == '{' || c == '[' || c == '}' || c == ']') {
+      depth += c == '{' || c == '[' ? 1 : -1;
+      if (on_depth(depth)) return i;
     }
   }
   return std::string_view::npos;
+}
+
+// Where the JSON object starting at `open` ('{') ends (one past its '}'),
+// or npos while it has not closed; strings and escapes taken into account.
+size_t JsonObjectEnd(std::string_view s, size_t open) {
+  const size_t close = ScanBrackets(s, open, [](int depth) { return depth == 0; });
+  return close == std::string_view::npos ? close : close + 1;
 }
 
 // Deeper than this, a model's JSON is refused (left as content): dumping
@@ -59,25 +67,7 @@ size_t JsonObjectEnd(std::string_view s, size_t open) {
 constexpr int kMaxJsonDepth = 64;
 
 bool NestedTooDeep(std::string_view s) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth) return true;
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
-  return false;
+  return ScanBrackets(s, 0, [](int depth) { return depth > kMaxJsonDepth; }) != std::string_view::npos;
 }
 
 // `text` as JSON, or discarded when it is not JSON or nests too deep.
