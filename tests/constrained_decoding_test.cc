@@ -4,12 +4,14 @@
 //    unconstrained target would have picked;
 //  * the output is a sentence of the grammar: a JSON Schema's output parses
 //    as JSON (nlohmann's parser) and has the shape the schema describes;
+//  * the text the grammar forces is drafted without the drafter;
 //  * with a grammar, speculative output equals plain decoding under the same
 //    grammar (plain_decoding.h, apart from the product's loop) token for
 //    token, greedy and seeded, with every shipped drafter and with a replay
 //    of the unconstrained output, whose drafts the grammar mostly forbids.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -133,6 +135,31 @@ TEST_F(ConstrainedDecoding, OutputFollowsTheSchema) {
   for (const auto& tag : value.at("tags")) {
     EXPECT_TRUE(std::set<std::string>({"io", "net", "cli"}).contains(tag.get<std::string>()));
   }
+}
+
+// The text a schema forces (its key names, the punctuation between them) is
+// drafted without the drafter: the grammar's drafts show up in the
+// statistics, some are kept, and the output is plain decoding's.
+TEST_F(ConstrainedDecoding, TheGrammarDraftsWhatItForces) {
+  GenerateOptions o;
+  o.n_predict = 400;
+  o.sampling.temperature = 0;
+  o.grammar = Matcher(JsonSchemaToGbnf(nlohmann::ordered_json::parse(kSchema), "schema"));
+  std::vector<TokenId> plain;
+  {
+    Context ctx(*model_, Options(o.n_predict, 2));
+    plain = DecodePlainly(ctx, Prompt(), o, nullptr).tokens;
+  }
+  Context ctx(*model_, Options(o.n_predict, 2));
+  const std::unique_ptr<Drafter> ngram =
+      MakeDrafter("ngram", DrafterSources{}, DrafterSetup{*model_, ctx, "", o.sampling, kAdaptiveMaxBlock});
+  SpecStats stats;
+  EXPECT_EQ(Generate(ctx, ngram.get(), Prompt(), o, SpecOptions{}, nullptr, &stats).tokens, plain);
+  const auto grammar = std::find_if(stats.by_drafter.begin(), stats.by_drafter.end(),
+                                    [](const DrafterStats& d) { return d.name == "grammar"; });
+  ASSERT_NE(grammar, stats.by_drafter.end());
+  EXPECT_GT(grammar->drafted, 5);
+  EXPECT_GT(grammar->accepted, 0);
 }
 
 struct Setting {

@@ -347,3 +347,28 @@ TEST(GrammarMatcher, FollowsRealTokensOfAJsonText) {
 
 }  // namespace
 }  // namespace kakeya
+
+namespace kakeya {
+namespace {
+
+// ForcedText: the code points a grammar allows one at a time from here,
+// stopping at a choice, at a possible end, and at the byte budget.
+TEST(GrammarForcedText, UpToTheFirstChoice) {
+  const auto grammar = ParseGbnf("root ::= \"ab\" (\"c\" | \"d\") \"\xC3\xA9!\" \"?\"?", "test");
+  GrammarMatcher m(grammar, testing::ByteTrie());
+  EXPECT_EQ(m.ForcedText(64), "ab");
+  EXPECT_EQ(m.ForcedText(1), "a");
+  ASSERT_TRUE(testing::FeedBytes(m, "abd"));
+  EXPECT_EQ(m.ForcedText(64), "\xC3\xA9!");  // then "?" or the end: a choice
+  EXPECT_EQ(m.ForcedText(1), "");            // a code point is never cut
+  ASSERT_TRUE(testing::FeedBytes(m, "\xC3"));
+  EXPECT_EQ(m.ForcedText(64), "");           // inside a UTF-8 sequence
+  ASSERT_TRUE(testing::FeedBytes(m, "\xA9!?"));
+  EXPECT_EQ(m.ForcedText(64), "");           // finished
+  // Parses that agree force text too: both alternatives start with "x".
+  GrammarMatcher both(ParseGbnf("root ::= \"xy\" | \"xz\"", "test"), testing::ByteTrie());
+  EXPECT_EQ(both.ForcedText(64), "x");
+}
+
+}  // namespace
+}  // namespace kakeya

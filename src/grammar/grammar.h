@@ -65,6 +65,12 @@ class GrammarMatcher {
   bool CanEnd() const;
   // Nothing but the end may follow: generation can stop without sampling.
   bool MustEnd() const;
+  // The text every sentence must continue with from here, at most max_bytes
+  // of it: the code points the grammar allows one at a time, until it
+  // allows a choice or may end (a schema's key names, the punctuation
+  // between them). Empty in the middle of a UTF-8 sequence. The speculative
+  // loop proposes it as drafts (ADR 0018).
+  std::string ForcedText(size_t max_bytes) const;
   // The same grammar at the same parse state: the same tokens are allowed
   // next (what lets a sampler reuse the last mask, as inside a JSON string,
   // where every token leaves the state as it was).

@@ -12,6 +12,7 @@
 #include "grammar/stack_set.h"
 #include "grammar/token_trie_impl.h"
 #include "grammar/utf8_decoder.h"
+#include "tokenizer/utf8.h"
 
 namespace kakeya {
 
@@ -161,6 +162,29 @@ GrammarMatcher& GrammarMatcher::operator=(const GrammarMatcher& other) {
 }
 
 GrammarMatcher::~GrammarMatcher() = default;
+
+std::string GrammarMatcher::ForcedText(size_t max_bytes) const {
+  std::string text;
+  if (state_->partial.pending()) return text;
+  StackSet stacks = state_->stacks;
+  while (!stacks.empty() && !stacks.CanEnd()) {
+    // Every parse's next element is a character class; forced when they
+    // all are the same single code point.
+    uint32_t only = 0;
+    for (size_t i = 0; i < stacks.stacks.size(); ++i) {
+      const CharClass& c = grammar_->classes[grammar_->elements[stacks.stacks[i].back()].value];
+      if (c.negated || c.ranges.size() != 1 || c.ranges[0].first != c.ranges[0].last) return text;
+      if (i > 0 && c.ranges[0].first != only) return text;
+      only = c.ranges[0].first;
+    }
+    std::string bytes;
+    utf8::Append(bytes, only);
+    if (text.size() + bytes.size() > max_bytes) break;
+    text += bytes;
+    stacks = AdvanceStacks(*grammar_, stacks, only);
+  }
+  return text;
+}
 
 bool GrammarMatcher::operator==(const GrammarMatcher& other) const {
   return grammar_ == other.grammar_ && tokens_ == other.tokens_ && state_->partial == other.state_->partial &&

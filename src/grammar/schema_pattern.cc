@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "grammar/gbnf_text.h"
 #include "grammar/utf8_decoder.h"
+#include "tokenizer/utf8.h"
 
 namespace kakeya {
 namespace {
@@ -337,19 +338,9 @@ std::string JsonCharsGbnf(const Ranges& ranges) {
   const Ranges plain = Intersect(set, Complement({{0x00, 0x1F}, {'"', '"'}, {'\\', '\\'}}));
   std::vector<std::string> alternatives;
   if (plain.size() == 1 && plain[0].first == plain[0].last) {
-    std::string utf8;
-    const uint32_t cp = plain[0].first;
-    if (cp < 0x80) {
-      utf8 += char(cp);
-    } else if (cp < 0x800) {
-      utf8 += {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
-    } else if (cp < 0x10000) {
-      utf8 += {char(0xE0 | (cp >> 12)), char(0x80 | ((cp >> 6) & 0x3F)), char(0x80 | (cp & 0x3F))};
-    } else {
-      utf8 += {char(0xF0 | (cp >> 18)), char(0x80 | ((cp >> 12) & 0x3F)), char(0x80 | ((cp >> 6) & 0x3F)),
-               char(0x80 | (cp & 0x3F))};
-    }
-    alternatives.push_back(GbnfLiteral(utf8));
+    std::string one;
+    utf8::Append(one, plain[0].first);
+    alternatives.push_back(GbnfLiteral(one));
   } else if (!plain.empty()) {
     alternatives.push_back(GbnfClass(plain));
   }

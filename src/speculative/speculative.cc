@@ -21,6 +21,7 @@ constexpr int kProbeEvery = 8;         // plain steps between probes, at least
 constexpr double kMinGain = 0.03;      // expected rate gain below which a draft is not worth its risk
 constexpr double kProbeShare = 0.015;  // of a step's time that the other sequences' probes may take
 constexpr int kParkAfter = 32;         // steps in a row where plain decoding beats every draft length
+constexpr size_t kMaxForcedBytes = 256;  // of a grammar's forced text tokenized per step (a block holds <= 16 drafts)
 constexpr double kFreeUpkeep = 0.02;   // upkeep below this share of a step is not worth parking for
 
 // One verify step that drafted m tokens and kept `accepted` of them, into
@@ -244,8 +245,22 @@ bool SpeculativeDecoder::Emit(TokenId t, std::span<const float> logits) {
   return keep_going && static_cast<int>(result_.tokens.size()) < options_.n_predict;
 }
 
+// The text the grammar forces next, as up to `most` drafts in block_[1..]
+// (the tokenizer's own spelling of it, which the target picks as a rule):
+// proposed without asking the drafter, they cost nothing to make and are
+// verified like any other, so a target that spells the text otherwise only
+// rejects them.
+int SpeculativeDecoder::ForcedDrafts(int most) {
+  const std::string text = grammar_->ForcedText(kMaxForcedBytes);
+  if (text.empty()) return 0;
+  const std::vector<TokenId> tokens = target_.model().tokenizer().Encode(text, false, false);
+  const int n = std::min(most, static_cast<int>(tokens.size()));
+  std::copy_n(tokens.begin(), n, block_.begin() + 1);
+  return n;
+}
+
 SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
-  planned_rows_ = drafted_ = 0;
+  planned_rows_ = drafted_ = forced_ = 0;
   draft_ms_ = expected_tokens_ = 0;
   if (finished_ || max_rows < 1) return {&target_, {}};
   if (prefilling()) {
@@ -262,8 +277,10 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
     return {&target_, {}};
   }
   const int remaining = options_.n_predict - static_cast<int>(result_.tokens.size());
+  const int most = std::min({max_block_ - 1, room - 1, remaining - 1, max_rows - 1});
+  forced_ = drafter_ != nullptr && grammar_ && most > 0 ? ForcedDrafts(most) : 0;
   int want = 0;
-  if (drafter_ != nullptr && !parked_) {
+  if (drafter_ != nullptr && !parked_ && forced_ == 0) {
     if (cost_.measured()) {
       const double plain_ms = cost_.PlainMs(others.rows);
       drafter_->PlainCost(plain_ms, plain_ms / (1 + others.tokens));
@@ -280,8 +297,11 @@ SequenceRows SpeculativeDecoder::Plan(int max_rows, const StepLoad& others) {
   }
   draft_ms_ = MsBetween(t0, Clock::now());
   block_[0] = history_.back();
+  if (forced_ > 0) drafted_ = forced_;
   planned_rows_ = drafted_ + 1;
-  if (drafted_ > 0) {
+  if (forced_ > 0) {
+    expected_tokens_ = planned_rows_;
+  } else if (drafted_ > 0) {
     const Policy& policy = PolicyOf(drafter_->last_drafter());
     const double a = (policy.accepted + 1.0) / (policy.trials + 2.0);
     double survive = 1;
@@ -313,7 +333,9 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   const auto t1 = Clock::now();
   const BlockLogits rows{std::span<const float>(target_.logits(0).data(), size_t(m + 1) * n_vocab), n_vocab};
   const std::span<const TokenId> drafts = std::span<const TokenId>(block_).subspan(1, m);
-  const std::span<const float> q = std::span<const float>(draft_probs_).first(draft_has_probs_ ? size_t(m) * n_vocab : 0);
+  // Forced drafts are deterministic: q one-hot, as for drafters that do not sample.
+  const bool drafter_probs = draft_has_probs_ && forced_ == 0;
+  const std::span<const float> q = std::span<const float>(draft_probs_).first(drafter_probs ? size_t(m) * n_vocab : 0);
   // Each row is judged with its own history: the committed tokens and the
   // drafts before it (reserved room: no allocation).
   const size_t committed = history_.size();
@@ -347,12 +369,16 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   bool go = true;
   for (int i = 0; i < v.accepted && go; ++i) go = Emit(drafts[i], rows.row(i));
   if (go) go = Emit(v.next, rows.row(v.accepted));
-  if (go && keep_drafter) upkeep([&] { drafter_->Accept(history_, m, v.accepted); });
+  // The drafter drafted nothing when the grammar did.
+  const int drafter_m = forced_ > 0 ? 0 : m;
+  if (go && keep_drafter) upkeep([&] { drafter_->Accept(history_, drafter_m, forced_ > 0 ? 0 : v.accepted); });
   upkeep_ms_ = kDecay * upkeep_ms_ + (1 - kDecay) * upkeep_ms;
   const auto t3 = Clock::now();
 
   CountStep(stats_, m, v.accepted, draft_ms_, verify_ms);
-  if (m > 0) {
+  if (forced_ > 0) {
+    CountStep(StatsOf(by_drafter_, n_drafters_seen_, "grammar"), m, v.accepted, draft_ms_, verify_ms);
+  } else if (m > 0) {
     CountStep(StatsOf(by_drafter_, n_drafters_seen_, drafter_->last_drafter().name()), m, v.accepted, draft_ms_,
               verify_ms);
     Policy& policy = PolicyOf(drafter_->last_drafter());

@@ -137,6 +137,7 @@ class SpeculativeDecoder {
   Policy& PolicyOf(const Drafter& d);
   int DraftsFor(const Drafter& d, const StepLoad& others);
   bool Emit(TokenId t, std::span<const float> logits);
+  int ForcedDrafts(int most);
 
   Context& target_;
   Drafter* drafter_;
@@ -172,6 +173,7 @@ class SpeculativeDecoder {
   int prompt_done_ = 0;     // prompt tokens in the target's cache
   int planned_rows_ = 0;    // rows of the last Plan()
   int drafted_ = 0;         // drafts among them
+  int forced_ = 0;          // ... of which the grammar forced (the drafter was not asked)
   double draft_ms_ = 0;     // the last Plan()'s drafting time
   double expected_tokens_ = 0;
   bool finished_ = true;
