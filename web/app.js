@@ -135,6 +135,8 @@ async function send(text) {
     top_p: numberOrUndefined('top_p'),
     max_tokens: numberOrUndefined('max_tokens'),
     seed: numberOrUndefined('seed'),
+    // JSON mode: the reply is a JSON object, whatever the model would rather write.
+    response_format: { type: $('format').value },
   };
   const controller = new AbortController();
   setRunning(controller);

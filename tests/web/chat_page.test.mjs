@@ -1,7 +1,8 @@
 // The chat page at GET / driven in headless Chromium (scripts/test-web.sh):
 // a streamed reply that grows and ends with its stats line, a reply stopped
 // midway after which the page takes the next message, text that looks like
-// HTML shown as text, and no errors or CSP violations in the console.
+// HTML shown as text, a reply in JSON mode that parses as a JSON object, and
+// no errors or CSP violations in the console.
 // Writes the screenshot SCREENSHOT (docs/web-chat.png).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -150,6 +151,23 @@ test('Stop ends a reply midway; the page then takes the next message', async () 
     return s.length === 3 && /tokens\/s/.test(s[2].textContent);
   }, { timeout: 60000 });
   assert.deepEqual(await buttons(), { send: true, stop: false });
+});
+
+test('"Reply as JSON" gives a reply that is a JSON object', async () => {
+  await page.select('#format', 'json_object');
+  await setField('max_tokens', 200);
+  await setField('temperature', 0);
+  await sendMessage('The settings, as JSON.');
+  await page.waitForFunction(() => {
+    const s = [...document.querySelectorAll('.message.assistant .stats')];
+    return s.length === 4 && /tokens\/s/.test(s[3].textContent);
+  }, { timeout: 60000 });
+  const reply = await lastReply();
+  let value;
+  assert.doesNotThrow(() => { value = JSON.parse(reply.text); }, `not JSON: ${reply.text}`);
+  assert.equal(typeof value, 'object');
+  assert.ok(value !== null && !Array.isArray(value), `not an object: ${reply.text}`);
+  await page.select('#format', 'text');
 });
 
 test('no console errors or CSP violations', async () => {
