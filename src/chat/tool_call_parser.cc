@@ -21,6 +21,17 @@ bool StartsWith(std::string_view s, size_t at, std::string_view prefix) {
   return s.size() - at >= prefix.size() && s.compare(at, prefix.size(), prefix) == 0;
 }
 
+// The text between `open` at s[i] and the next `close`, into `out`, moving i
+// past the close; false (i unchanged) when either is missing.
+bool Between(std::string_view s, size_t& i, std::string_view open, std::string_view close, std::string& out) {
+  if (!StartsWith(s, i, open)) return false;
+  const size_t end = s.find(close, i + open.size());
+  if (end == std::string_view::npos) return false;
+  out = std::string(s.substr(i + open.size(), end - i - open.size()));
+  i = end + close.size();
+  return true;
+}
+
 // A name a client can call back: non-empty, no whitespace or markup.
 bool PlausibleName(std::string_view name) {
   if (name.empty() || name.size() > 256) return false;
@@ -109,14 +120,7 @@ class GemmaReader {
     }
     return false;
   }
-  bool Quoted(std::string& out) {
-    if (!StartsWith(s_, i_, quote_)) return false;
-    const size_t end = s_.find(quote_, i_ + quote_.size());
-    if (end == std::string_view::npos) return false;
-    out = std::string(s_.substr(i_ + quote_.size(), end - i_ - quote_.size()));
-    i_ = end + quote_.size();
-    return true;
-  }
+  bool Quoted(std::string& out) { return Between(s_, i_, quote_, quote_, out); }
   bool Key(std::string& out) {
     SkipSpace();
     if (Quoted(out)) return true;
@@ -234,12 +238,7 @@ std::optional<ToolCall> KeyValuesCall(std::string_view body, const ToolCallSynta
   size_t i = name_end == std::string_view::npos ? body.size() : name_end;
   auto tagged = [&](const std::string& open, const std::string& close, std::string& out) {
     while (i < body.size() && IsSpace(body[i])) ++i;
-    if (!StartsWith(body, i, open)) return false;
-    const size_t end = body.find(close, i + open.size());
-    if (end == std::string_view::npos) return false;
-    out = std::string(body.substr(i + open.size(), end - i - open.size()));
-    i = end + close.size();
-    return true;
+    return Between(body, i, open, close, out);
   };
   while (!Trim(body.substr(i)).empty()) {
     std::string key, value;

@@ -3,9 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
-#include <cstdio>
 #include <ctime>
-#include <random>
 
 #include "server/api_error.h"
 #include "server/completion_job.h"
@@ -22,10 +20,7 @@ using nlohmann::json;
 constexpr std::chrono::milliseconds kPollInterval{1000};
 
 std::string NewResponseId(Endpoint endpoint) {
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
-  return std::string(endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-") + hex;
+  return RandomId(endpoint == Endpoint::kCompletions ? "cmpl-" : "chatcmpl-");
 }
 
 json LogprobsOrNull(const CompletionJob& job, const std::vector<CompletionText::Logprob>& logprobs) {

@@ -1,8 +1,5 @@
 #include "server/completion_job.h"
 
-#include <cstdio>
-#include <random>
-
 #include "base/error.h"
 
 namespace kakeya {
@@ -80,13 +77,10 @@ void CompletionJob::ReadToolCalls(CompletionText::Delta& delta, bool last) {
     for (ToolCall& call : rest.calls) reply.calls.push_back(std::move(call));
   }
   delta.text = std::move(reply.content);
-  thread_local std::mt19937_64 rng(std::random_device{}());
   for (ToolCall& call : reply.calls) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
     // Random, so that ids stay unique across the turns of a conversation;
     // the index makes them unique within the reply whatever the draw.
-    call.id = "call_" + std::string(hex) + std::to_string(tool_calls_.size());
+    call.id = RandomId("call_") + std::to_string(tool_calls_.size());
     tool_calls_.push_back(call);
     delta.tool_calls.push_back(std::move(call));
   }

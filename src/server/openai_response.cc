@@ -1,5 +1,8 @@
 #include "server/openai_response.h"
 
+#include <cstdio>
+#include <random>
+
 #include "server/text_stream.h"
 
 namespace kakeya {
@@ -25,6 +28,13 @@ json ToolCallJson(const ToolCall& call) {
 }
 
 }  // namespace
+
+std::string RandomId(const std::string& prefix) {
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(rng()));
+  return prefix + hex;
+}
 
 std::string FinishReason(const GenerationOutcome& outcome, bool stop_string_matched) {
   return stop_string_matched || outcome.stop == StopReason::kEndOfGeneration ? "stop" : "length";

@@ -21,6 +21,10 @@
 
 namespace kakeya {
 
+// `prefix` and 16 random hex digits: the ids of responses ("chatcmpl-...")
+// and of tool calls ("call_..."), unique across requests and turns.
+std::string RandomId(const std::string& prefix);
+
 // What every object of one response shares.
 struct ResponseHeader {
   Endpoint endpoint;

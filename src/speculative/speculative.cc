@@ -369,9 +369,11 @@ void SpeculativeDecoder::Apply(double forward_ms) {
   bool go = true;
   for (int i = 0; i < v.accepted && go; ++i) go = Emit(drafts[i], rows.row(i));
   if (go) go = Emit(v.next, rows.row(v.accepted));
-  // The drafter drafted nothing when the grammar did.
-  const int drafter_m = forced_ > 0 ? 0 : m;
-  if (go && keep_drafter) upkeep([&] { drafter_->Accept(history_, drafter_m, forced_ > 0 ? 0 : v.accepted); });
+  // When the grammar drafted, the drafter drafted (and so kept) nothing.
+  const bool drafter_drafted = forced_ == 0;
+  if (go && keep_drafter) {
+    upkeep([&] { drafter_->Accept(history_, drafter_drafted ? m : 0, drafter_drafted ? v.accepted : 0); });
+  }
   upkeep_ms_ = kDecay * upkeep_ms_ + (1 - kDecay) * upkeep_ms;
   const auto t3 = Clock::now();
 
