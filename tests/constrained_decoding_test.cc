@@ -208,7 +208,9 @@ TEST_F(ConstrainedDecoding, SpeculativeEqualsPlainUnderTheSameGrammar) {
       ReplayDrafter replay(*replayed);
       SpecStats stats;
       EXPECT_EQ(Generate(ctx, &replay, prompt, o, spec, nullptr, &stats).tokens, plain);
-      if (replayed == &full) EXPECT_GT(stats.accepted, 0);
+      if (replayed == &full) {
+        EXPECT_GT(stats.accepted, 0);
+      }
     }
     for (const char* kind : {"ngram", "draft", "dflash", "mtp", "auto"}) {
       SCOPED_TRACE(kind);

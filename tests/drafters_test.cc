@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "speculative/draft_model_drafter.h"
+#include "speculative/drafter.h"
 #include "speculative/ngram_drafter.h"
 
 namespace kakeya {
@@ -376,6 +377,26 @@ TEST_F(VocabTest, DifferentSpecialIdsFail) {
   ASSERT_EQ(edited->eos(), 5);
   const std::string message = VocabMismatch(*base_, *edited);
   EXPECT_NE(message.find("EOS id is 5 but the target's is 2"), std::string::npos) << message;
+}
+
+// Which ids a drafter's head scores (DraftVocabSize): by default the first
+// 32768 of a byte-level BPE vocabulary over twice that size (ids in merge
+// order), all of any other; a request is rounded up to whole groups of 16.
+TEST(DraftVocab, DefaultsToAPrefixOnlyWhereIdsComeInMergeOrder) {
+  auto vocab = [](const std::string& name) {
+    return Tokenizer::FromGguf(*GgufFile::Open(std::string(KAKEYA_FIXTURES) + "/tokenizer/ggml-vocab-" + name + ".gguf"));
+  };
+  const std::unique_ptr<Tokenizer> qwen2 = vocab("qwen2"), gemma4 = vocab("gemma-4"), gpt2 = vocab("gpt-2"),
+                                   spm = vocab("llama-spm");
+  EXPECT_EQ(DraftVocabSize(*qwen2, -1), kDefaultDraftVocab);  // 151,936 byte-level BPE ids
+  EXPECT_EQ(DraftVocabSize(*gemma4, -1), 0);                  // BPE on UTF-8 text: ids not by frequency
+  EXPECT_EQ(DraftVocabSize(*gpt2, -1), 0);                    // 50,257: under twice the prefix
+  EXPECT_EQ(DraftVocabSize(*spm, -1), 0);                     // SentencePiece
+  EXPECT_EQ(DraftVocabSize(*qwen2, 0), 0);
+  EXPECT_EQ(DraftVocabSize(*qwen2, 100), 112);
+  EXPECT_EQ(DraftVocabSize(*gemma4, 4096), 4096);
+  EXPECT_EQ(DraftVocabSize(*qwen2, qwen2->n_vocab() - 1), 0);  // rounds up to all of it
+  EXPECT_EQ(DraftVocabSize(*qwen2, 1 << 30), 0);
 }
 
 }  // namespace

@@ -133,6 +133,44 @@ TEST(DSparkDrafter, DraftingLeavesTheContextAsItWas) {
   EXPECT_EQ(std::vector<float>(b.logits(3).begin(), b.logits(3).end()), before);
 }
 
+// A draft vocabulary (DraftVocabSize) keeps the first ids of the head and
+// of the Markov bias: the first proposal's logits are the full drafter's
+// first ids, bit for bit, and it proposes the best of them.
+TEST(DSparkDrafter, ADraftVocabularyScoresTheFirstIdsWithTheSameBits) {
+  const std::unique_ptr<Model> target = Model::Load(kTarget);
+  const int n = target->hparams().n_vocab / 2 / 16 * 16;
+  const Tokens text = target->tokenizer().Encode("The quick brown fox jumps over the lazy dog, again and again.", true,
+                                                 true);
+  Context ctx(*target, ContextOptions{.n_ctx = 256, .max_batch = 64, .n_threads = 2});
+  DSparkDrafter full(*target, kDrafter, 256, ctx.pool()), first(*target, kDrafter, 256, ctx.pool(), n);
+  ctx.SetHiddenTaps(full.target_taps());
+  full.Begin(text);
+  first.Begin(text);
+  auto commit = [&](int from, int n_rows) {
+    ctx.Forward(std::span<const TokenId>(text.data() + from, n_rows), false);
+    ctx.Commit();
+    full.Observe(ctx, n_rows);
+    first.Observe(ctx, n_rows);
+  };
+  commit(0, 3);
+  int inside = 0, outside = 0;
+  for (size_t end = 4; end <= text.size(); ++end) {  // the bonus text[end - 1] is not in the cache yet
+    SCOPED_TRACE("history of " + std::to_string(end));
+    const std::span<const TokenId> history(text.data(), end);
+    Tokens a(1), b(1);
+    ASSERT_EQ(full.Draft({.history = history, .max_tokens = 1, .probs = {}}, a), 1);
+    ASSERT_EQ(first.Draft({.history = history, .max_tokens = 1, .probs = {}}, b), 1);
+    const std::span<const float> whole = full.logits(0), small = first.logits(0);
+    ASSERT_EQ(small.size(), size_t(n));
+    ASSERT_TRUE(std::equal(small.begin(), small.end(), whole.begin())) << "logits differ";
+    EXPECT_EQ(b[0], Argmax(whole.first(n)));
+    (a[0] < n ? inside : outside) += 1;
+    commit(static_cast<int>(end) - 1, 1);
+  }
+  EXPECT_GT(inside, 0);
+  EXPECT_GT(outside, 0);
+}
+
 // Rows that skip positions cannot be injected: no proposals until Begin().
 TEST(DSparkDrafter, AGapStopsDraftingUntilBegin) {
   const std::unique_ptr<Model> target = Model::Load(kTarget);

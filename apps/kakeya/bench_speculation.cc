@@ -162,7 +162,7 @@ int BenchSpec(SpecBenchFlags f) {
   // reuses a slot's drafter across requests (Begin starts each request).
   std::map<std::string, std::unique_ptr<Drafter>> drafters;
   for (const std::string& m : methods) {
-    drafters[m] = MakeDrafterFrom(m, available, DrafterSetup{*model, ctx, "", g.sampling, max_block});
+    drafters[m] = MakeDrafterFrom(m, available, SetupOf(f, *model, ctx, g.sampling, max_block));
   }
 
   const bool synthetic = f.synthetic_accept > 0;
@@ -318,6 +318,7 @@ CLI::App* AddBenchSpecCommand(CLI::App& bench, Runner* runner) {
       ->check(CLI::ExistingFile);
   spec->add_option("--draft", f->draft, "Drafter GGUF, as for `kakeya run` (used by the method of its kind and auto)")
       ->check(CLI::ExistingFile);
+  AddDraftVocabFlag(*spec, *f);
   spec->add_option("--workload", f->workloads,
                    "Prompts, comma separated: code (function starts from files held out of the shipped model's "
                    "training corpus), code-edit (a function from the same files and a small edit of it: the "

@@ -57,7 +57,7 @@ int Chat(const ChatFlags& f) {
   gopts.sampling = f.sampling.Resolve();
   gopts.grammar = f.sampling.Grammar(model->tokenizer());
   const std::unique_ptr<Drafter> drafter =
-      MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, kAdaptiveMaxBlock});
+      MakeDrafter(f.spec, SourcesOf(f), SetupOf(f, *model, ctx, gopts.sampling, kAdaptiveMaxBlock));
   std::fprintf(stderr, "kakeya: chat with %s (%s, context %d tokens, spec %s); one message per line, end with Ctrl-D\n",
                f.model.c_str(), chat_prompt.description().c_str(), copts.n_ctx, drafter ? f.spec.c_str() : "none");
 

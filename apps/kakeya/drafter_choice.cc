@@ -22,6 +22,11 @@ DrafterSources SourcesOf(const ModelFlags& f) {
   return {f.draft, shipped ? f.model : ""};
 }
 
+DrafterSetup SetupOf(const ModelFlags& f, const Model& target, Context& context, const SamplingParams& sampling,
+                     int max_block) {
+  return DrafterSetup{target, context, "", sampling, max_block, f.draft_vocab};
+}
+
 void AddModelFlags(CLI::App& app, ModelFlags& f, const std::string& spec_note) {
   app.add_option("-m,--model", f.model,
                  "GGUF model file (default: the shipped kakeya-pystdlib model in models/, with its drafters)")
@@ -41,6 +46,16 @@ void AddModelFlags(CLI::App& app, ModelFlags& f, const std::string& spec_note) {
   }
   app.add_option("--draft", f.draft, "Drafter GGUF; its kind (" + kinds + ") is read from the file's metadata")
       ->check(CLI::ExistingFile);
+  AddDraftVocabFlag(app, f);
+}
+
+void AddDraftVocabFlag(CLI::App& app, ModelFlags& f) {
+  app.add_option("--draft-vocab", f.draft_vocab,
+                 "Token ids the mtp and dspark drafters score with the target's output head: the first N (rounded up "
+                 "to 16), 0 for all. Default: the first " + std::to_string(kDefaultDraftVocab) + " where the "
+                 "vocabulary is byte-level BPE (ids in merge order, frequent tokens first) and over twice that size, "
+                 "else all. A smaller head drafts faster; tokens past N are never drafted. Output is exact either way")
+      ->check(CLI::NonNegativeNumber);
 }
 
 std::vector<std::string> SpecNames() {

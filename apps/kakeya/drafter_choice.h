@@ -17,6 +17,7 @@ struct ModelFlags {
   std::string model;
   std::string spec = "auto";
   std::string draft;
+  int draft_vocab = -1;  // --draft-vocab; -1: DraftVocabSize's default
 };
 
 // No -m: the shipped model; throws Error if it is missing.
@@ -26,8 +27,15 @@ void UseShippedDefaults(ModelFlags& f);
 // drafters when the shipped model runs without --draft.
 DrafterSources SourcesOf(const ModelFlags& f);
 
-// -m, --spec and --draft; spec_note ends --spec's help (what the command adds to it).
+// The drafters' set-up for a command's target context (DrafterSetup).
+DrafterSetup SetupOf(const ModelFlags& f, const Model& target, Context& context, const SamplingParams& sampling,
+                     int max_block);
+
+// -m, --spec, --draft and --draft-vocab; spec_note ends --spec's help (what the command adds to it).
 void AddModelFlags(CLI::App& app, ModelFlags& f, const std::string& spec_note = "");
+
+// --draft-vocab alone (bench spec has -m and --draft of its own).
+void AddDraftVocabFlag(CLI::App& app, ModelFlags& f);
 
 // --spec's values: none, auto, and every kind's name and alias.
 std::vector<std::string> SpecNames();

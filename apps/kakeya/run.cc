@@ -110,7 +110,7 @@ int Run(const RunFlags& f) {
   gopts.sampling = f.sampling.Resolve();
   gopts.grammar = f.sampling.Grammar(model->tokenizer());
   const std::unique_ptr<Drafter> drafter =
-      MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, ctx, "", gopts.sampling, max_block});
+      MakeDrafter(f.spec, SourcesOf(f), SetupOf(f, *model, ctx, gopts.sampling, max_block));
   const double load_ms = MsSince(t_load);
 
   TokenCallback stream;

@@ -96,7 +96,7 @@ int Serve(const ServeFlags& f) {
   // the default filters; verification keeps every request's output exact
   // whatever its own sampling parameters (auto proposes greedily anyway).
   const DrafterFactory make_drafter = [&](Context& slot) {
-    return MakeDrafter(f.spec, SourcesOf(f), DrafterSetup{*model, slot, "", SamplingParams{}, options.max_block});
+    return MakeDrafter(f.spec, SourcesOf(f), SetupOf(f, *model, slot, SamplingParams{}, options.max_block));
   };
   Scheduler scheduler(*model, options, make_drafter);
   const ChatPrompt chat(*model);

@@ -181,7 +181,7 @@ void Context::FillCacheForBenchmark(int n, uint64_t seed) {
 }
 
 std::span<const float> Context::logits(int i) const {
-  return {workspace_.logits(first_logit_row_ + i), static_cast<size_t>(model_.hparams().n_vocab)};
+  return {workspace_.logits(first_logit_row_ + i), static_cast<size_t>(model_.n_logits())};
 }
 
 void Context::Forward(std::span<const TokenId> tokens, bool all_logits) {
@@ -324,7 +324,7 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
     }
   }
   MatMul(model.output, normed, n_logit_rows, b.logits.get(), b.matmul.get(), ws.pool());
-  if (hp.final_softcap > 0) SoftCap(b.logits.get(), n_logit_rows * hp.n_vocab, hp.final_softcap);
+  if (hp.final_softcap > 0) SoftCap(b.logits.get(), n_logit_rows * model.n_logits(), hp.final_softcap);
 }
 
 }  // namespace kakeya

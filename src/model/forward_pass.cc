@@ -85,7 +85,7 @@ ForwardBuffers::ForwardBuffers(const Model& model, int max_rows, int max_logit_r
   attn = Buffer<float>(B * out_width);
   gate = Buffer<float>(B * n_ff);
   up = Buffer<float>(B * n_ff);
-  logits = Buffer<float>(size_t(max_logit_rows) * hp.n_vocab);
+  logits = Buffer<float>(size_t(max_logit_rows) * model.n_logits());
   scores = Buffer<float>(size_t(n_threads) * attention_floats);
   matmul = Buffer<uint8_t>(matmul_bytes);
   rope = Buffer<float>(B * ropes.size() * rope_floats);

@@ -65,7 +65,7 @@ struct ForwardBuffers {
   Buffer<float> q, k, v, attn;            // F32 [max_rows, widest layer's width]
   Buffer<float> attn_gate;                // F32 [max_rows, 2 * q width] gated attention's query and gate (qwen35)
   Buffer<float> gate, up;                 // F32 [max_rows, widest dense FFN]
-  Buffer<float> logits;                   // F32 [max_logit_rows, n_vocab]
+  Buffer<float> logits;                   // F32 [max_logit_rows, n_logits]
   size_t attention_floats = 0;            // AttendKvHead scratch per thread
   Buffer<float> scores;                   // F32 [n_threads, attention_floats]
   Buffer<uint8_t> matmul;                 // MatMul scratch (activation rows quantized)

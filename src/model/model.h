@@ -82,6 +82,9 @@ class Model {
   // output head, one embedding row, and n_used experts per mixture (for
   // bandwidth figures).
   size_t weight_bytes() const;
+  // Logits a row gets: the head's outputs, n_vocab, unless a drafter's model
+  // keeps only the head's first rows (FirstOutputs, DraftVocabSize).
+  int n_logits() const { return static_cast<int>(output.n_out); }
   // Bytes of the matrices every row reads whatever its experts (all but the
   // experts), and of one expert of layer il (0 for layers without experts).
   size_t dense_weight_bytes() const;

@@ -60,7 +60,7 @@ float* Workspace::tap(int layer, int row) const {
 }
 
 const float* Workspace::logits(int r) const {
-  return buffers_->logits.get() + size_t(r) * model_.hparams().n_vocab;
+  return buffers_->logits.get() + size_t(r) * model_.n_logits();
 }
 
 }  // namespace kakeya

@@ -145,7 +145,7 @@ bool Sampler::Constrain(std::span<const float>& logits, const GrammarMatcher& gr
 // cand_[0, n), in no particular order, and their max logit in *max_logit.
 // With no usable logit: the argmax alone, at logit 0.
 int Sampler::Survivors(std::span<const float> logits, float* max_logit) {
-  assert(logits.size() == cand_.size());
+  assert(logits.size() <= cand_.size());
   int n = GatherTopK(logits);
   if (n == 0) {
     cand_[0] = {0.0f, Argmax(logits)};

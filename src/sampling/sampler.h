@@ -89,7 +89,9 @@ class Sampler {
                  const GrammarMatcher* grammar = nullptr);
 
   // The same choice at `position` without the repetition controls, for
-  // drafters, who pick by the target's noise but need not be exact.
+  // drafters, who pick by the target's noise but need not be exact. The
+  // logits may cover the first ids of the vocabulary only (a drafter's
+  // reduced head, DraftVocabSize): the others are never picked.
   int32_t SampleAt(std::span<const float> logits, int64_t position);
 
   // The final distribution after the grammar, all filters and the

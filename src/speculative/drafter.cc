@@ -48,4 +48,15 @@ void CheckVocabCompatible(const Tokenizer& target, const Tokenizer& drafter, con
   CheckSpecialId("EOS", target.eos(), drafter.eos(), drafter_path);
 }
 
+int DraftVocabSize(const Tokenizer& vocabulary, int requested) {
+  const int n_vocab = vocabulary.n_vocab();
+  if (requested < 0) {
+    const bool prefix = vocabulary.frequent_tokens_first() && n_vocab > 2 * kDefaultDraftVocab;
+    return prefix ? kDefaultDraftVocab : 0;
+  }
+  if (requested == 0 || requested >= n_vocab) return 0;
+  const int rounded = (requested + 15) / 16 * 16;
+  return rounded >= n_vocab ? 0 : rounded;
+}
+
 }  // namespace kakeya

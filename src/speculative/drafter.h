@@ -28,7 +28,18 @@ struct DrafterSetup {
   std::string path;         // the drafter's file, or empty
   SamplingParams sampling;  // the target's (drafters that sample draw from the same filters)
   int max_block = kAdaptiveMaxBlock;  // rows of the largest verify step (1 + drafts)
+  int draft_vocab = -1;  // --draft-vocab: ids a drafter's head scores (DraftVocabSize)
 };
+
+// The token ids a drafter that runs the target's output head (mtp, dspark)
+// scores: the first DraftVocabSize ids, rounded up to a multiple of 16, or
+// all of them (returns 0). `requested` < 0 asks for the default: the first
+// kDefaultDraftVocab where the vocabulary numbers frequent tokens first and
+// is more than twice as large, else all; 0 asks for all. Proposals are only
+// proposals: a token outside the prefix is never drafted, and the target's
+// verification keeps the output exact (docs/adr/0021-draft-vocabulary.md).
+constexpr int kDefaultDraftVocab = 32768;
+int DraftVocabSize(const Tokenizer& vocabulary, int requested);
 
 // Throws Error naming `drafter_path` unless token id i means the same text in
 // both vocabularies for every i, with the same BOS and EOS ids: verification

@@ -21,7 +21,8 @@ constexpr int kMaxTaps = 64;
 
 }  // namespace
 
-DSparkDrafter::DSparkDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool)
+DSparkDrafter::DSparkDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool,
+                             int draft_vocab)
     : target_(target), pool_(pool) {
   if (n_ctx < 1 || n_ctx > (1 << 24)) Fail("DSpark drafter: context size ", n_ctx, " is out of range");
   const HParams& t = target.hparams();
@@ -44,6 +45,11 @@ DSparkDrafter::DSparkDrafter(const Model& target, const std::string& path, int n
   // Borrowed: the target's rows and head where the file has none.
   if (stages_->token_embd.data == nullptr) stages_->token_embd = target.token_embd;
   if (stages_->output.data == nullptr) stages_->output = target.output;
+  if (draft_vocab > 0) {
+    stages_->output = FirstOutputs(stages_->output, draft_vocab);
+    if (markov_w2_.data != nullptr) markov_w2_ = FirstOutputs(markov_w2_, draft_vocab);
+  }
+  const int n_logits = stages_->n_logits();
 
   max_rows_ = std::max(block_size_, kObserveRows);
   stages_context_ = std::make_unique<Context>(
@@ -59,11 +65,11 @@ DSparkDrafter::DSparkDrafter(const Model& target, const std::string& path, int n
   }
   if (markov_w2_.data != nullptr) {
     markov_row_ = Buffer<float>(markov_w1_.n_in);
-    bias_ = Buffer<float>(t.n_vocab);
+    bias_ = Buffer<float>(n_logits);
     matmul_bytes = std::max(matmul_bytes, MatMulScratchBytes(markov_w2_.type, markov_w2_.n_in, 1));
   }
   matmul_ = Buffer<uint8_t>(matmul_bytes);
-  logits_ = Buffer<float>(size_t(max_proposals()) * t.n_vocab);
+  logits_ = Buffer<float>(size_t(max_proposals()) * n_logits);
   block_.assign(block_size_, mask_);
 }
 
@@ -149,16 +155,17 @@ int DSparkDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   block_[0] = id_last;
   stages_context_->Forward(std::span<const TokenId>(block_.data(), rows), /*all_logits=*/true);
   TokenId prev = id_last;
+  const int n_logits = stages_->n_logits();
   for (int i = 0; i < n; ++i) {
-    float* logits = logits_.get() + size_t(i) * n_vocab;
-    std::memcpy(logits, stages_context_->logits(first_row_ + i).data(), sizeof(float) * n_vocab);
+    float* logits = logits_.get() + size_t(i) * n_logits;
+    std::memcpy(logits, stages_context_->logits(first_row_ + i).data(), sizeof(float) * n_logits);
     if (markov_w2_.data != nullptr) {
       DequantizeRow(markov_w1_.type, static_cast<const uint8_t*>(markov_w1_.data) + size_t(prev) * markov_w1_.row_bytes,
                     markov_row_.get(), markov_w1_.n_in);
       MatMul(markov_w2_, markov_row_.get(), 1, bias_.get(), matmul_.get(), pool_);
       // The reference scales the product (ggml_mul by the scale tensor), then adds.
-      if (markov_scale_ != 1.0f) Scale(bias_.get(), n_vocab, markov_scale_);
-      AddInPlace(logits, bias_.get(), n_vocab);
+      if (markov_scale_ != 1.0f) Scale(bias_.get(), n_logits, markov_scale_);
+      AddInPlace(logits, bias_.get(), n_logits);
     }
     // The reference chains on the argmax; the picked token is the same when
     // greedy, and when sampling it is the token the next proposal follows.
@@ -169,8 +176,8 @@ int DSparkDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
 }
 
 std::span<const float> DSparkDrafter::logits(int i) const {
-  const size_t n_vocab = target_.hparams().n_vocab;
-  return {logits_.get() + size_t(i) * n_vocab, n_vocab};
+  const size_t n_logits = stages_->n_logits();
+  return {logits_.get() + size_t(i) * n_logits, n_logits};
 }
 
 // g = rms(fc . concat(mean of each tap's streams), enc.output_norm); every
@@ -209,7 +216,8 @@ void DSparkDrafter::InjectContext(const Context& target, int row0, int pos0, int
 std::unique_ptr<Drafter> MakeDSparkDrafter(const DrafterSetup& setup) {
   if (setup.path.empty()) Fail("--spec dspark needs a DSpark drafter: pass --draft FILE");
   return std::make_unique<DSparkDrafter>(setup.target, setup.path, setup.target_context.options().n_ctx,
-                                         setup.target_context.pool());
+                                         setup.target_context.pool(),
+                                         DraftVocabSize(setup.target.tokenizer(), setup.draft_vocab));
 }
 
 }  // namespace kakeya

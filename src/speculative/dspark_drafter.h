@@ -42,8 +42,10 @@ class DSparkDrafter final : public Drafter {
   // context's positions. Runs on `pool` (the target's). Throws Error naming
   // the file and what does not fit the target (streams, hidden size,
   // vocabulary, tap layers) or what kakeya does not implement (a DSpark head
-  // on another backbone, a reduced vocabulary).
-  DSparkDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool);
+  // on another backbone, a reduced vocabulary). draft_vocab > 0: the head
+  // and the Markov bias score the first draft_vocab token ids only
+  // (DraftVocabSize).
+  DSparkDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool, int draft_vocab = 0);
   ~DSparkDrafter() override;
 
   std::string name() const override { return "dspark"; }
@@ -60,7 +62,7 @@ class DSparkDrafter final : public Drafter {
   // The most proposals one Draft makes.
   int max_proposals() const { return block_size_ - first_row_; }
   // Logits of proposal i of the last Draft() (its row's plus the Markov
-  // bias), F32 [n_vocab].
+  // bias), F32 [n_logits]: the vocabulary, or its first draft_vocab ids.
   std::span<const float> logits(int i) const;
 
  private:
@@ -98,9 +100,9 @@ class DSparkDrafter final : public Drafter {
   Buffer<float> g_;            // F32 [max_rows, n_embd]
   Buffer<float> kv_;           // F32 [max_rows, key length]
   Buffer<float> markov_row_;   // F32 [rank]
-  Buffer<float> bias_;         // F32 [n_vocab]
+  Buffer<float> bias_;         // F32 [n_logits]
   Buffer<uint8_t> matmul_;     // MatMul scratch
-  Buffer<float> logits_;       // F32 [max_proposals, n_vocab]
+  Buffer<float> logits_;       // F32 [max_proposals, n_logits]
   std::vector<TokenId> block_;  // [block_size]
 };
 

@@ -55,6 +55,7 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
       n_streams_(std::max(1, target.hparams().n_hyper)),
       h_width_(target.hparams().hidden_width()) {
   if (options_.n_max < 1) Fail("MTP drafts per step ", options_.n_max, " must be >= 1");
+  if (options_.draft_vocab > 0) view_->output = FirstOutputs(view_->output, options_.draft_vocab);
   // Drafts are pending rows until trimmed, so a batch must hold them.
   const int max_batch = std::max({options_.max_batch, options_.n_max, 1});
   ctx_ = std::make_unique<Context>(*view_, ContextOptions{.n_ctx = options_.n_ctx,
@@ -67,7 +68,7 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
   // comes later (Observe before the first Accept).
   h_capacity_ = max_batch + 2;
   h_ = Buffer<float>(size_t(h_capacity_) * h_width_);
-  tokens_.reserve(size_t(options_.n_ctx) + options_.n_max + 1);
+  tokens_.reserve(size_t(options_.n_ctx) + 1);
   pairs_ = Buffer<float>(size_t(max_batch) * n_streams_ * 2 * n_embd_);
   inputs_ = Buffer<float>(size_t(max_batch) * h_width_);
   chained_h_ = Buffer<float>(h_width_);
@@ -79,7 +80,6 @@ MtpDrafter::~MtpDrafter() = default;
 void MtpDrafter::Begin(std::span<const TokenId> prompt) {
   ctx_->Clear();
   tokens_.assign(prompt.begin(), prompt.end());
-  n_committed_tokens_ = tokens_.size();
   // Position 0 pairs with h_{-1} = 0, as llama.cpp.
   h_first_ = -1;
   n_h_ = 1;
@@ -93,7 +93,13 @@ void MtpDrafter::Observe(const Context& target, int n_rows) {
          " rows (Observe must see every committed row)");
   }
   if (n_h_ + n_rows > h_capacity_) {
-    Fail("MTP drafter: ", n_h_ + n_rows, " target rows wait for their tokens (room for ", h_capacity_, ")");
+    // Only while no Draft() comes: decode the pairs known so far to make room
+    // (after the last Draft()'s, committed pairs too).
+    ctx_->Commit();
+    DecodePairs(std::min(h_end(), static_cast<int>(tokens_.size())));
+    if (n_h_ + n_rows > h_capacity_) {
+      Fail("MTP drafter: ", n_h_ + n_rows, " target rows wait for their tokens (room for ", h_capacity_, ")");
+    }
   }
   const HParams& hp = target_.hparams();
   for (int i = 0; i < n_rows; ++i) {
@@ -105,50 +111,47 @@ void MtpDrafter::Observe(const Context& target, int n_rows) {
     }
   }
   n_h_ += n_rows;
-  CatchUp();
-  tokens_.resize(n_committed_tokens_);  // the proposals served this verify step only
 }
 
 int MtpDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   if (request.history.empty()) return 0;
   Sync(request.history);
-  ctx_->Trim(ctx_->n_past() - ctx_->n_committed());  // a first row no catch-up took: redone below
-  CatchUp();
   const int pos0 = static_cast<int>(request.history.size()) - 1;
+  // The last Draft()'s pairs stayed pending: committed pairs, unless this
+  // drafts from the same history again, which redoes them.
+  if (ctx_->n_past() > pos0) {
+    ctx_->Trim(ctx_->n_past() - ctx_->n_committed());
+  } else {
+    ctx_->Commit();
+    ForgetUsedH();
+  }
   const int n = std::min({request.max_tokens, static_cast<int>(out.size()), options_.n_max, options_.n_ctx - pos0});
-  if (n < 1 || ctx_->n_committed() != pos0 || h_end() != pos0) return 0;
+  if (n < 1 || h_end() != pos0 || ctx_->n_committed() > pos0) return 0;
 
-  Decode(h_row(pos0 - 1), &request.history[pos0], 1);  // (h_{pos0-1}, id_last) at pos0
+  // The pairs the cache lacks, ending with (h_{pos0-1}, id_last) at pos0: the
+  // last rows run as one forward and stay pending.
+  const int batch = ctx_->options().max_batch;
+  if (pos0 + 1 - ctx_->n_committed() > batch) DecodePairs(pos0 + 1 - batch);
+  const int p = ctx_->n_committed();
+  Decode(h_row(p - 1), tokens_.data() + p, pos0 + 1 - p);
   out[0] = request.Pick(ctx_->logits(0), 0);
   // Then each draft with the h' of the row that proposed it, as pending rows.
   for (int k = 1; k < n; ++k) {
-    NormedOutput(chained_h_.get());
+    NormedOutput(k == 1 ? pos0 - p : 0, chained_h_.get());
     Decode(chained_h_.get(), &out[k - 1], 1);
     out[k] = request.Pick(ctx_->logits(0), k);
   }
-  ctx_->Trim(n - 1);  // the first row stays: CatchUp() commits it as pos0's
-  tokens_.insert(tokens_.end(), out.begin(), out.begin() + n);  // the accepted ones are caught up in Observe
+  ctx_->Trim(n - 1);
   return n;
 }
 
-void MtpDrafter::Accept(std::span<const TokenId> history, int drafted, int accepted) {
-  Sync(history);
-  CatchUp();
-}
+void MtpDrafter::Accept(std::span<const TokenId> history, int drafted, int accepted) { Sync(history); }
 
 void MtpDrafter::Sync(std::span<const TokenId> history) {
-  tokens_.resize(n_committed_tokens_);
-  if (history.size() > n_committed_tokens_) {
-    tokens_.insert(tokens_.end(), history.begin() + n_committed_tokens_, history.end());
-  }
-  n_committed_tokens_ = tokens_.size();
+  if (history.size() > tokens_.size()) tokens_.insert(tokens_.end(), history.begin() + tokens_.size(), history.end());
 }
 
-void MtpDrafter::CatchUp() {
-  const int end = std::min(h_end(), static_cast<int>(tokens_.size()));
-  // Draft()'s first row is the pair of position n_committed(), committed on
-  // both sides: it is that position's catch-up row.
-  if (ctx_->n_past() > ctx_->n_committed() && ctx_->n_committed() < end) ctx_->Commit();
+void MtpDrafter::DecodePairs(int end) {
   const int batch = ctx_->options().max_batch;
   for (int p = ctx_->n_committed(); p < end; p = ctx_->n_committed()) {
     Decode(h_row(p - 1), tokens_.data() + p, std::min(batch, end - p));
@@ -188,13 +191,13 @@ void MtpDrafter::Decode(const float* h, const TokenId* tokens, int n) {
   ctx_->ForwardEmbedded({inputs_.get(), size_t(n) * h_width_}, /*all_logits=*/false);
 }
 
-void MtpDrafter::NormedOutput(float* out) const {
+void MtpDrafter::NormedOutput(int row, float* out) const {
   const HParams& hp = view_->hparams();
   if (n_streams_ > 1) {  // deepseek4 chains the block's streams, before its head mixer
-    std::memcpy(out, ctx_->tap(1, 0).data(), sizeof(float) * h_width_);
+    std::memcpy(out, ctx_->tap(1, row).data(), sizeof(float) * h_width_);
     return;
   }
-  RmsNorm(ctx_->tap(1, 0).data(), view_->output_norm, n_embd_, hp.norm_eps, out);
+  RmsNorm(ctx_->tap(1, row).data(), view_->output_norm, n_embd_, hp.norm_eps, out);
 }
 
 float* MtpDrafter::h_row(int pos) const { return h_.get() + size_t(pos - h_first_) * h_width_; }
@@ -204,6 +207,7 @@ std::unique_ptr<Drafter> MakeMtpDrafter(const DrafterSetup& setup) {
   o.n_ctx = setup.target_context.options().n_ctx;
   o.max_batch = setup.target_context.options().max_batch;
   o.shared_pool = &setup.target_context.pool();
+  o.draft_vocab = DraftVocabSize(setup.target.tokenizer(), setup.draft_vocab);
   return std::make_unique<MtpDrafter>(setup.target, setup.path, o);
 }
 

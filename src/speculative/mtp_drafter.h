@@ -17,6 +17,9 @@
 // head are the block's, so the context's logits are the MTP logits and h' is
 // its final tap, normed.
 //
+// With a draft vocabulary (MtpOptions::draft_vocab, ADR 0021) the view's head
+// keeps the target head's first rows: the logits are those ids' only.
+//
 // deepseek4 (docs/formats/deepseek4.md 7): h is the target's four
 // hyper-connection streams before the head's mixer, unnormed; each stream
 // pairs with the embedding (u has four streams, each eh_proj . [rms(e,
@@ -25,17 +28,18 @@
 //
 // Cache protocol. The MTP cache holds position p for every committed p,
 // decoded from the committed pair (h_{p-1}, x_p) (h_{-1} = 0). Observe()
-// keeps the target's h of the rows it committed and decodes every pair whose
-// token is known: the prompt's, and in a verify step the bonus and the
-// accepted drafts (this drafter's own proposals); a token not yet known waits
-// for Accept() or Draft(), which bring the history. Draft() decodes
-// (h_{pos0-1}, id_last) at pos0, then (h'_k, d_k) at pos0 + k, as pending
-// rows, and trims the chained ones before it returns. The first is a
-// committed pair, pos0's catch-up row as well: it stays pending, and the
-// catch-up after verification commits it instead of decoding pos0 again
-// (llama.cpp decodes it twice; this saves one MTP row and one head product
-// per step, with the same bits). A Draft() that no catch-up followed is
-// redone from scratch, as its first row is trimmed first.
+// only keeps the target's h of the rows it committed; the pairs are decoded
+// when the next Draft() needs the cache, in the same forward as its first
+// row: Draft() decodes every committed pair from the cache's end up to
+// (h_{pos0-1}, id_last) at pos0, whose logits give the first proposal (the
+// bonus and the accepted drafts of a verify step are one or a few rows, so
+// that forward reads the block's weights once and runs the head once; the
+// rows before the last need no logits). Then (h'_k, d_k) at pos0 + k, as
+// pending rows, trimmed before it returns. llama.cpp decodes the accepted
+// rows after each verify with their own head product, and pos0's row twice;
+// the bits are the same, since rows do not depend on how they are batched.
+// When steps go by without a Draft() (plain steps, another drafter of auto),
+// Observe() decodes what it can once the kept h would overflow its room.
 #pragma once
 
 #include <memory>
@@ -54,6 +58,7 @@ struct MtpOptions {
   int max_batch = 512;   // the most rows one Observe() brings: give the target context's
   ThreadPool* shared_pool = nullptr;  // run on the target's pool (recommended) instead of n_threads of its own
   int n_threads = 2;
+  int draft_vocab = 0;  // its head scores the first draft_vocab token ids (DraftVocabSize; 0: all)
 };
 
 class MtpDrafter final : public Drafter {
@@ -77,18 +82,19 @@ class MtpDrafter final : public Drafter {
   const Context& context() const { return *ctx_; }
 
  private:
-  // Brings tokens_ up to the committed history (dropping proposals).
+  // Brings tokens_ up to the committed history.
   void Sync(std::span<const TokenId> history);
-  // Decodes and commits every position whose pair is known.
-  void CatchUp();
+  // Decodes and commits the positions from the cache's end up to `end`
+  // (exclusive), whose pairs must be known; the last row's logits follow.
+  void DecodePairs(int end);
   // Drops the kept h rows no decode needs any more.
   void ForgetUsedH();
   // Runs n rows at the MTP cache's next positions, pair r being (h row r of
   // `h`, tokens[r]); pending until committed. The last row's logits follow.
   void Decode(const float* h, const TokenId* tokens, int n);
-  // h' of a one-row decode: its final residual through the head norm, as
-  // the head saw it.
-  void NormedOutput(float* out) const;
+  // h' of row `row` of the last decode: its final residual through the head
+  // norm, as the head saw it.
+  void NormedOutput(int row, float* out) const;
   int h_end() const { return h_first_ + n_h_; }  // one past the last position whose h is kept
   float* h_row(int pos) const;
 
@@ -107,10 +113,7 @@ class MtpDrafter final : public Drafter {
   Buffer<float> h_;
   int h_first_ = 0;
   int n_h_ = 0;
-  // Committed tokens as far as known (n_committed_tokens_ of them), then,
-  // until the next Observe(), the last Draft()'s proposals.
-  std::vector<TokenId> tokens_;
-  size_t n_committed_tokens_ = 0;
+  std::vector<TokenId> tokens_;  // the committed tokens, as far as known
   Buffer<float> pairs_;   // F32 [max_batch, n_streams, 2 * n_embd]: [rms(embed(x), enorm); rms(h, hnorm)]
   Buffer<float> inputs_;  // F32 [max_batch, h_width]: eh_proj . pair
   Buffer<float> chained_h_;  // F32 [h_width]: h' of the last draft row

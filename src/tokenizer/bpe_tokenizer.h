@@ -29,6 +29,8 @@ class BpeTokenizer final : public Tokenizer {
                               bool parse_special) const override;
   std::string TokenToPiece(TokenId id, bool render_special) const override;
   std::string Decode(std::span<const TokenId> ids, bool render_special) const override;
+  // Byte-level vocabularies only: Gemma 4's ids are not in merge order.
+  bool frequent_tokens_first() const override { return !sentencepiece_text_; }
 
  private:
   using Pair = std::pair<std::string_view, std::string_view>;

@@ -48,6 +48,10 @@ class Tokenizer {
   virtual std::string Decode(std::span<const TokenId> ids, bool render_special) const = 0;
 
   int32_t n_vocab() const { return static_cast<int32_t>(texts_.size()); }
+  // Whether ids number the tokens in the order their merges were learned,
+  // frequent tokens first (byte-level BPE: Qwen, Llama 3, DeepSeek, GLM), so
+  // that a drafter may score the lowest ids only (DraftVocabSize).
+  virtual bool frequent_tokens_first() const { return false; }
   std::string_view TokenText(TokenId id) const { return texts_[id]; }
   TokenId bos() const { return bos_; }  // -1 if none
   TokenId eos() const { return eos_; }  // -1 if none

@@ -310,6 +310,15 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_rows, float* y, voi
   MatMulGroups({&group, 1}, x, n_rows, scratch, pool);
 }
 
+WeightMatrix FirstOutputs(const WeightMatrix& w, int64_t n) {
+  if (n < 1 || n > w.n_out || (n % 16 != 0 && n != w.n_out)) {
+    Fail("the first ", n, " outputs of a matrix of ", w.n_out, ": must be a multiple of 16, or all");
+  }
+  WeightMatrix first = w;
+  first.n_out = n;
+  return first;
+}
+
 WeightLayout PackedLayoutOf(DType type) {
   switch (type) {
     case DType::kQ8_0: return WeightLayout::kQ8_0x16;

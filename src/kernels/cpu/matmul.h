@@ -72,6 +72,11 @@ size_t PackedBytes(const WeightMatrix& w);
 // target gives the same bits.
 WeightMatrix PackWeights(const WeightMatrix& w, void* dst);
 
+// w restricted to its first n outputs (n <= w.n_out): a packed layout keeps
+// 16 outputs per group, one group after another, so n must be a multiple of
+// 16 unless it is all of them. The outputs are w's, with the same bits.
+WeightMatrix FirstOutputs(const WeightMatrix& w, int64_t n);
+
 // Scratch bytes MatMul needs for n_rows activation rows of this weight (e.g.
 // the rows quantized to Q8). Callers allocate once per session, not per step.
 size_t MatMulScratchBytes(DType type, int64_t n_in, int64_t n_rows);
