@@ -232,7 +232,7 @@ TEST(MtpDrafter, IncrementalCacheEqualsAFreshOne) {
 // the full head proposes when that is among them, else the best of them.
 // The committed tokens are random and the same for both drafters.
 TEST(MtpDrafter, ADraftVocabularyScoresTheFirstIdsWithTheSameBits) {
-  for (const std::string path : {kGlm, fixture::ModelPath("qwen35moe-q8_0", "models4")}) {
+  for (const std::string& path : {kGlm, fixture::ModelPath("qwen35moe-q8_0", "models4")}) {
     SCOPED_TRACE(path);
     const std::unique_ptr<Model> target = Model::Load(path);
     const int n_vocab = target->hparams().n_vocab;
@@ -258,7 +258,9 @@ TEST(MtpDrafter, ADraftVocabularyScoresTheFirstIdsWithTheSameBits) {
       ASSERT_TRUE(std::equal(small.begin(), small.end(), whole.begin())) << "logits differ";
       EXPECT_EQ(ours[0], Argmax(whole.first(n)));
       (theirs[0] < n ? inside : outside) += 1;
-      if (theirs[0] < n) EXPECT_EQ(ours[0], theirs[0]);
+      if (theirs[0] < n) {
+        EXPECT_EQ(ours[0], theirs[0]);
+      }
       const TokenId next = any(rng);
       a.Verify({}, 0, next);
       b.Verify({}, 0, next);

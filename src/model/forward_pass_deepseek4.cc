@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "base/portable_math.h"
 #include "kernels/cpu/ops.h"
@@ -300,15 +301,21 @@ void ForwardPass::SelectBlocks(const Layer& L, int il, const float* in, const fl
       RopeTail(b_.hybrid_angles.get() + size_t(i) * 2 * h.rope.dims, h.rope.dims, q, IH, ID);
       const WeightMatrix blocks{DType::kF32, ID, n_visible, cache.index_blocks(il), int64_t{ID} * int64_t{sizeof(float)}};
       MatMul(blocks, q, IH, dots, b_.matmul.get(), pool_);
+      // A block's score adds its heads' terms in head order, as one sum per
+      // block would, but a head at a time over the blocks (contiguous, vectorized).
       const float* weights = b_.index_weights.get() + size_t(i) * IH;
-      for (int b = 0; b < n_visible; ++b) {
-        float sum = 0.0f;
-        for (int hd = 0; hd < IH; ++hd) sum += std::max(0.0f, dots[size_t(hd) * n_visible + b]) * (weights[hd] * weight_scale);
-        score[b] = sum;
-        order[b] = b;
+      std::fill_n(score, n_visible, 0.0f);
+      for (int hd = 0; hd < IH; ++hd) {
+        const float w = weights[hd] * weight_scale;
+        const float* d = dots + size_t(hd) * n_visible;
+        for (int b = 0; b < n_visible; ++b) score[b] += std::max(0.0f, d[b]) * w;
       }
-      std::partial_sort(order, order + K, order + n_visible,
-                        [&](int x, int y) { return score[x] > score[y] || (score[x] == score[y] && x < y); });
+      // The top k in a strict order (score, then the lower index), so any
+      // selection algorithm picks the same blocks in the same order.
+      const auto better = [&](int x, int y) { return score[x] > score[y] || (score[x] == score[y] && x < y); };
+      std::iota(order, order + n_visible, 0);
+      std::nth_element(order, order + K - 1, order + n_visible, better);
+      std::sort(order, order + K, better);
       std::copy_n(order, K, selected);
     }
   }

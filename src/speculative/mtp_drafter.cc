@@ -11,6 +11,13 @@
 namespace kakeya {
 namespace {
 
+// Rows whose pairs Observe() leaves for the next Draft() to decode, at most:
+// a verify step's few (the bonus and the accepted drafts) wait for it, while
+// a prompt's, or those of steps that did not ask this drafter, are decoded
+// in batches, so that no Draft() meets a long backlog and the upkeep of an
+// idle drafter stays in Observe(), where auto weighs it.
+constexpr int kMaxUndecoded = 16;
+
 // The sidecar at `path`, checked against the target; null when the block is
 // the target's own.
 std::unique_ptr<Model> LoadSidecarFor(const Model& target, const std::string& path) {
@@ -93,10 +100,7 @@ void MtpDrafter::Observe(const Context& target, int n_rows) {
          " rows (Observe must see every committed row)");
   }
   if (n_h_ + n_rows > h_capacity_) {
-    // Only while no Draft() comes: decode the pairs known so far to make room
-    // (after the last Draft()'s, committed pairs too).
-    ctx_->Commit();
-    DecodePairs(std::min(h_end(), static_cast<int>(tokens_.size())));
+    DecodeKnownPairs();
     if (n_h_ + n_rows > h_capacity_) {
       Fail("MTP drafter: ", n_h_ + n_rows, " target rows wait for their tokens (room for ", h_capacity_, ")");
     }
@@ -111,6 +115,8 @@ void MtpDrafter::Observe(const Context& target, int n_rows) {
     }
   }
   n_h_ += n_rows;
+  // A prompt, or plain steps: the cache catches up in batches of rows.
+  if (h_end() - ctx_->n_committed() > kMaxUndecoded) DecodeKnownPairs();
 }
 
 int MtpDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
@@ -149,6 +155,11 @@ void MtpDrafter::Accept(std::span<const TokenId> history, int drafted, int accep
 
 void MtpDrafter::Sync(std::span<const TokenId> history) {
   if (history.size() > tokens_.size()) tokens_.insert(tokens_.end(), history.begin() + tokens_.size(), history.end());
+}
+
+void MtpDrafter::DecodeKnownPairs() {
+  ctx_->Commit();  // the last Draft()'s pairs, committed pairs by now
+  DecodePairs(std::min(h_end(), static_cast<int>(tokens_.size())));
 }
 
 void MtpDrafter::DecodePairs(int end) {

@@ -38,8 +38,8 @@
 // pending rows, trimmed before it returns. llama.cpp decodes the accepted
 // rows after each verify with their own head product, and pos0's row twice;
 // the bits are the same, since rows do not depend on how they are batched.
-// When steps go by without a Draft() (plain steps, another drafter of auto),
-// Observe() decodes what it can once the kept h would overflow its room.
+// A prompt's pairs, and those of steps that go by without a Draft() (plain
+// steps, another drafter of auto), Observe() decodes once more than 16 wait.
 #pragma once
 
 #include <memory>
@@ -84,6 +84,8 @@ class MtpDrafter final : public Drafter {
  private:
   // Brings tokens_ up to the committed history.
   void Sync(std::span<const TokenId> history);
+  // Commits the last Draft()'s pairs and decodes every pair known so far.
+  void DecodeKnownPairs();
   // Decodes and commits the positions from the cache's end up to `end`
   // (exclusive), whose pairs must be known; the last row's logits follow.
   void DecodePairs(int end);
