@@ -42,9 +42,9 @@ class DSparkDrafter final : public Drafter {
   // context's positions. Runs on `pool` (the target's). Throws Error naming
   // the file and what does not fit the target (streams, hidden size,
   // vocabulary, tap layers) or what kakeya does not implement (a DSpark head
-  // on another backbone, a reduced vocabulary). draft_vocab > 0: the head
-  // and the Markov bias score the first draft_vocab token ids only
-  // (DraftVocabSize).
+  // on another backbone, a file with a vocabulary of its own that is smaller
+  // than the target's). draft_vocab > 0: the head and the Markov bias score
+  // the target's first draft_vocab token ids only (DraftVocabSize).
   DSparkDrafter(const Model& target, const std::string& path, int n_ctx, ThreadPool& pool, int draft_vocab = 0);
   ~DSparkDrafter() override;
 

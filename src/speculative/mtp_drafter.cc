@@ -72,7 +72,8 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
                                                           .shared_pool = options_.shared_pool});
   ctx_->SetHiddenTaps({1});  // the block's output, before the head norm
   // One Observe()'s rows, the h before them, and a bonus row whose token
-  // comes later (Observe before the first Accept).
+  // comes later (Observe before the first Accept); rows left undecoded
+  // before them (kMaxUndecoded) are decoded first when they would not fit.
   h_capacity_ = max_batch + 2;
   h_ = Buffer<float>(size_t(h_capacity_) * h_width_);
   tokens_.reserve(size_t(options_.n_ctx) + 1);
@@ -141,7 +142,8 @@ int MtpDrafter::Draft(const DraftRequest& request, std::span<TokenId> out) {
   const int p = ctx_->n_committed();
   Decode(h_row(p - 1), tokens_.data() + p, pos0 + 1 - p);
   out[0] = request.Pick(ctx_->logits(0), 0);
-  // Then each draft with the h' of the row that proposed it, as pending rows.
+  // Then each draft with the h' of the row that proposed it, as pending rows:
+  // pos0's is the last row of that forward, each later one a forward's only.
   for (int k = 1; k < n; ++k) {
     NormedOutput(k == 1 ? pos0 - p : 0, chained_h_.get());
     Decode(chained_h_.get(), &out[k - 1], 1);
