@@ -55,7 +55,7 @@ void AddDraftVocabFlag(CLI::App& app, ModelFlags& f) {
                  "to 16), 0 for all. Default: the first " + std::to_string(kDefaultDraftVocab) + " where the "
                  "vocabulary is byte-level BPE (ids in merge order, frequent tokens first) and over twice that size, "
                  "else all. A smaller head drafts faster; tokens past N are never drafted. Output is exact either way")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 24));
 }
 
 std::vector<std::string> SpecNames() {
