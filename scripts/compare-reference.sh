@@ -4,7 +4,7 @@
 # random-weight bench models (written by tools/make_bench_model.cc).
 #
 #   scripts/compare-reference.sh [--rounds N] [--threads T] [--types "f16 q8_0 q4_k_m"] [--moe]
-#                                [--synthetic] [--long] [--depths 1024,8192,32768]
+#                                [--synthetic] [--mtp] [--long] [--depths 1024,8192,32768]
 #
 # --types takes any of
 #   f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k_m, q5_k_m, f32
@@ -26,9 +26,11 @@
 #   q35moe-TYPE
 #       Qwen3.5-35B-A3B's widths at 8 layers (issue #43, make-bench-model --arch
 #       qwen35moe): n_embd 2048, 6 Gated DeltaNet layers and 2 gated attention
-#       layers, 64 experts top-8 of FFN 512 and a shared expert, vocab 151936,
-#       an MTP block (2.76B weights, 0.92 GB read per token in Q8_0;
-#       bench-q35moe-TYPE.gguf).
+#       layers, 64 experts top-8 of FFN 512 and a shared expert, Qwen2's
+#       vocabulary (tests/fixtures/tokenizer/ggml-vocab-qwen2.gguf, as Qwen3.5's
+#       files carry: so the MTP head's default draft vocabulary applies), an
+#       MTP block (2.76B weights, 0.92 GB read per token in Q8_0;
+#       bench-q35moe-TYPE-qwen2vocab.gguf).
 # The default is the three that issue #8 is judged on; --moe adds the three that
 # issue #20 is judged on, moe-q8_0 moe-q4_k_m g4moe-q8_0 (--types "" --moe: only those).
 #
@@ -44,6 +46,10 @@
 # n-max, --spec-draft-p-min 0); both generate the same number of tokens from
 # the same prompt, greedy. Each engine's speedup is against its own plain
 # decoding in the same round.
+#
+# --mtp adds issue #43's MTP case the same way (--types "" --mtp: only that):
+# q35moe-q8_0's own MTP block at block 2 (one draft) with TAU 1.8, kakeya's
+# `bench spec --spec mtp` against the reference's `--spec-type draft-mtp`.
 #
 # --long adds issue #40's long-context rows (--types "" --long: only those) on
 # the dense Q8_0 bench model, at each of --depths positions already in the
@@ -96,7 +102,9 @@ types="f16 q8_0 q4_k_m"
 moe_types="moe-q8_0 moe-q4_k_m g4moe-q8_0"
 moe=0
 synthetic=0
-synthetic_cases="q8_0:4:3 q4_k_m:4:3 f16:8:5"  # type:block:tau
+synthetic_cases="q8_0:4:3:draft q4_k_m:4:3:draft f16:8:5:draft"  # type:block:tau:drafter
+mtp=0
+mtp_cases="q35moe-q8_0:2:1.8:mtp"
 synthetic_tokens=128
 long=0
 depths=1024,8192,32768
@@ -108,6 +116,7 @@ while [ $# -gt 0 ]; do
     --types) types=$2; shift 2 ;;
     --moe) moe=1; shift ;;
     --synthetic) synthetic=1; shift ;;
+    --mtp) mtp=1; shift ;;
     --long) long=1; shift ;;
     --depths) depths=$2; shift 2 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -116,7 +125,13 @@ while [ $# -gt 0 ]; do
 done
 if [ "$moe" = 1 ]; then types="$types $moe_types"; fi
 types=$(echo "$types" | xargs)  # one space between types
-if [ -z "$types" ] && [ "$synthetic" = 0 ] && [ "$long" = 0 ]; then echo "compare-reference.sh: no --types to run" >&2; exit 2; fi
+spec_cases=""
+[ "$synthetic" = 0 ] || spec_cases="$synthetic_cases"
+[ "$mtp" = 0 ] || spec_cases="$spec_cases $mtp_cases"
+if [ -z "$types" ] && [ -z "$spec_cases" ] && [ "$long" = 0 ]; then
+  echo "compare-reference.sh: no --types to run" >&2
+  exit 2
+fi
 case "$scratch/" in
   "$repo"/*) echo "KAKEYA_REF_DIR ($scratch) must be outside the repository" >&2; exit 2 ;;
 esac
@@ -136,7 +151,8 @@ type_of() {  # the weight type of a --types value, e.g. moe-q4_k_m -> Q4_K_M
 }
 model_file() {
   case "$1" in
-    moe-*|g4moe-*|ds4-*|q35moe-*) echo "$scratch/models/bench-$1.gguf" ;;
+    q35moe-*) echo "$scratch/models/bench-$1-qwen2vocab.gguf" ;;
+    moe-*|g4moe-*|ds4-*) echo "$scratch/models/bench-$1.gguf" ;;
     *) echo "$scratch/models/bench-1b-$1.gguf" ;;
   esac
 }
@@ -146,14 +162,13 @@ model_flags() {
                 "--experts 64 --experts-used 8 --ff-exp 512 --type $(type_of "$1")" ;;
     g4moe-*) echo "--arch gemma4 --type $(type_of "$1")" ;;
     ds4-*) echo "--arch deepseek4 --type $(type_of "$1")" ;;
-    q35moe-*) echo "--arch qwen35moe --type $(type_of "$1")" ;;
+    q35moe-*) echo "--arch qwen35moe --type $(type_of "$1")" \
+                   "--vocab-from $repo/tests/fixtures/tokenizer/ggml-vocab-qwen2.gguf" ;;
     *) echo "--type $(type_of "$1") --shape 1b" ;;
   esac
 }
 synthetic_types=""
-if [ "$synthetic" = 1 ]; then
-  for c in $synthetic_cases; do synthetic_types="$synthetic_types ${c%%:*}"; done
-fi
+for c in $spec_cases; do synthetic_types="$synthetic_types ${c%%:*}"; done
 for t in $types; do
   type_of "$t" >/dev/null || { echo "compare-reference.sh: unknown type $t (see --help)" >&2; exit 2; }
 done
@@ -173,8 +188,8 @@ if [ ! -x "$llama_bench" ]; then
   cmake --build llama.cpp/build --target llama-bench
 fi
 llama_server=$scratch/llama.cpp/build/bin/llama-server
-if [ "$synthetic" = 1 ] && [ ! -x "$llama_server" ]; then
-  echo "reference: building llama-server (for --synthetic; ~10 minutes on 2 cores after llama-bench)"
+if [ -n "$spec_cases" ] && [ ! -x "$llama_server" ]; then
+  echo "reference: building llama-server (for --synthetic, --mtp; ~10 minutes on 2 cores after llama-bench)"
   cmake -S "$scratch/llama.cpp" -B "$scratch/llama.cpp/build" -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF \
     -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$scratch/llama.cpp/build" --target llama-server
@@ -251,10 +266,10 @@ if [ "$long" = 1 ]; then
   done
 fi
 
-# 4. Synthetic acceptance (--synthetic): per case, both reference servers
-# start once; each round then runs the reference's plain and synthetic
+# 4. Synthetic acceptance (--synthetic, --mtp): per case, both reference
+# servers start once; each round then runs the reference's plain and synthetic
 # completions and, right after, kakeya's paired plain and synthetic runs.
-if [ "$synthetic" = 1 ]; then
+if [ -n "$spec_cases" ]; then
   prompt=$out/synthetic-prompt.txt
   printf 'def parse_args(argv):\n    """Parse the command line of the tool."""\n' > "$prompt"
   port=${KAKEYA_REF_PORT:-18473}
@@ -298,20 +313,25 @@ EOF
       exit 1
     fi
   }
-  for c in $synthetic_cases; do
-    IFS=: read -r t block tau <<< "$c"
+  for c in $spec_cases; do
+    IFS=: read -r t block tau drafter <<< "$c"
     m=$(model_file "$t")
+    if [ "$drafter" = mtp ]; then
+      ref_drafter=(--spec-type draft-mtp) kak_drafter=(--spec mtp)
+    else
+      ref_drafter=(-md "$draft_model" --spec-type draft-simple) kak_drafter=(--draft "$draft_model" --spec draft)
+    fi
     start_server "ref-plain-$t" "$port" -m "$m"
-    start_server "ref-synth-$t" "$((port + 1))" -m "$m" -md "$draft_model" --spec-type draft-simple \
+    start_server "ref-synth-$t-$drafter" "$((port + 1))" -m "$m" "${ref_drafter[@]}" \
       --spec-draft-n-max "$((block - 1))" --spec-draft-n-min "$((block - 1))" --spec-draft-p-min 0 \
       --spec-synth-len "$tau"
     complete "warmup-ref-plain-$t" "$port"
-    complete "warmup-ref-synth-$t" "$((port + 1))"
+    complete "warmup-ref-synth-$t-$drafter" "$((port + 1))"
     for r in $(seq 1 "$rounds"); do
-      echo "round $r/$rounds: synthetic $t, block $block, tau $tau" >&2
-      complete "ref-plain-$t-$r" "$port"
-      complete "ref-synth-$t-$r" "$((port + 1))"
-      kak "synth-$t-$r" bench spec -m "$m" --draft "$draft_model" --spec draft --blocks "$block" \
+      echo "round $r/$rounds: synthetic $t, $drafter, block $block, tau $tau" >&2
+      complete "ref-plain-$t-$drafter-$r" "$port"
+      complete "ref-synth-$t-$drafter-$r" "$((port + 1))"
+      kak "synth-$t-$drafter-$r" bench spec -m "$m" "${kak_drafter[@]}" --blocks "$block" \
         --synthetic-accept "$tau" -n "$synthetic_tokens" --reps 1 --temp 0 --workload "file:$prompt" \
         --allow-degenerate
     done
@@ -320,10 +340,9 @@ EOF
 fi
 
 # 5. The tables: the engines side by side on the --types models, then the
-# synthetic acceptance cases (--synthetic).
-[ "$synthetic" = 1 ] || synthetic_cases=""
+# synthetic acceptance cases (--synthetic, --mtp).
 [ "$long" = 1 ] || long_types=""
-python3 - "$out" "$rounds" "$types" "$synthetic_cases" "$long_types" <<'EOF'
+python3 - "$out" "$rounds" "$types" "$spec_cases" "$long_types" <<'EOF'
 import json, os, statistics, sys
 out, rounds, types, cases = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
 long_types = sys.argv[5].split()
@@ -401,32 +420,33 @@ if long_types:
     table(("depth", *[f"{c} k / ref" for c in long_types], "kakeya4/kakeya3", "codec / ref's best"), rows)
 
 if cases:
-    first = next((k for c in cases if (k := load(f"synth-{c.split(':')[0]}-1"))), None)
+    first = next((k for c in cases if (k := load(f"synth-{'-'.join(c.split(':')[::3])}-1"))), None)
     where = (f"{first['machine']} (kakeya target {first['cpu_target']}), {first['threads']} threads"
              if first else "?")
     print(f"\nsynthetic acceptance on {where}, greedy, both engines against their own plain decoding; "
           f"medians of {rounds} alternating rounds; raw results in {out}\n")
     rows = []
     for case in cases:
-        t, block, tau = case.split(":")
+        t, block, tau, drafter = case.split(":")
         drafts = int(block) - 1
         k_plain, k_synth, k_speed, k_len, r_plain, r_synth, r_speed, r_len = ([] for _ in range(8))
         for r in range(1, rounds + 1):
-            k = load(f"synth-{t}-{r}")
+            k = load(f"synth-{t}-{drafter}-{r}")
             if k:
                 plain = next(x for x in k["results"] if x["method"] == "none")
-                synth = next(x for x in k["results"] if x["method"] == "draft")
+                synth = next(x for x in k["results"] if x["method"] == drafter)
                 k_plain.append(plain["decode_tok_s"]); k_synth.append(synth["decode_tok_s"])
                 k_speed.append(synth["speedup"]); k_len.append(synth["mean_accept_len"])
-            plain, synth = load(f"ref-plain-{t}-{r}")["timings"], load(f"ref-synth-{t}-{r}")["timings"]
+            plain = load(f"ref-plain-{t}-{drafter}-{r}")["timings"]
+            synth = load(f"ref-synth-{t}-{drafter}-{r}")["timings"]
             r_plain.append(plain["predicted_per_second"]); r_synth.append(synth["predicted_per_second"])
             r_speed.append(synth["predicted_per_second"] / plain["predicted_per_second"])
             steps = synth.get("draft_n", 0) / drafts
             r_len.append(1 + synth["draft_n_accepted"] / steps if steps else None)
-        rows.append((t, block, tau, f"{fmt(med(k_plain), 1)} / {fmt(med(r_plain), 1)}",
+        rows.append((t, drafter, block, tau, f"{fmt(med(k_plain), 1)} / {fmt(med(r_plain), 1)}",
                      f"{fmt(med(k_synth), 1)} / {fmt(med(r_synth), 1)}",
                      f"{fmt(med(k_speed))}x / {fmt(med(r_speed))}x",
                      f"{fmt(med(k_len))} / {fmt(med(r_len))}"))
-    table(("type", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
+    table(("type", "drafter", "block", "tau", "plain tok/s k / ref", "synthetic tok/s k / ref", "speedup k / ref",
            "accepted len k / ref"), rows)
 EOF

@@ -104,6 +104,13 @@ void CheckInvariance(const Model& model, std::mt19937& rng) {
     EXPECT_TRUE(
         SameRows(want, RunChunks(*make_ctx(n_threads), tokens, RandomSizes(rng, kSeqLen), false)))
         << "random chunks, last row only";
+    // Rows without logits skip the last layer's feed-forward: the last rows,
+    // and every later chunk's (which read the skipped rows' keys and values
+    // in the cache), keep their bits.
+    Context cache_only(model, ContextOptions{.n_ctx = 256, .max_batch = 64, .n_threads = n_threads,
+                                             .unread_rows_fill_cache_only = true});
+    EXPECT_TRUE(SameRows(want, RunChunks(cache_only, tokens, RandomSizes(rng, kSeqLen), false)))
+        << "random chunks, last row only, the others filling the cache only";
 
     // A rejected draft: rows computed after a rollback must not remember the
     // rolled-back tokens (their keys and values stay in the cache memory).
@@ -197,6 +204,24 @@ TEST_P(BatchInvarianceTest, RowsAreBitIdentical) {
     CheckSequencesShareForwards(*model, rng);
   }
   ForceCpuTarget(initial_target);
+}
+
+// The skip is real: rows without logits read no experts in the last layer.
+TEST(UnreadRowsFillCacheOnly, TheLastLayerRunsNoExpertsForThem) {
+  const std::unique_ptr<Model> model = Model::Load(fixture::ModelPath("q3moe-q8_0", "models2"));
+  std::vector<TokenId> tokens = {1};
+  for (TokenId t = 3; tokens.size() < 16; t += 7) tokens.push_back(t % model->hparams().n_vocab);
+  int touched[2];
+  std::vector<float> last[2];
+  for (bool cache_only : {false, true}) {
+    Context ctx(*model, ContextOptions{.n_ctx = 64, .max_batch = 16, .n_threads = 2,
+                                       .unread_rows_fill_cache_only = cache_only});
+    ctx.Forward(tokens, false);
+    touched[cache_only] = ctx.experts_touched();
+    last[cache_only].assign(ctx.logits(0).begin(), ctx.logits(0).end());
+  }
+  EXPECT_LT(touched[true], touched[false]);
+  EXPECT_EQ(last[false], last[true]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchInvarianceTest,

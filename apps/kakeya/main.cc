@@ -6,12 +6,12 @@
 #include "cache_flags.h"
 #include "commands.h"
 #include "base/error.h"
+#include "model/arch/architecture.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "kakeya: local LLM inference with lossless speculative decoding.\n"
-      "Runs GGUF models (llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, gemma4, glm4moe, deepseek4) on the CPU,\n"
-      "from the command line or as an OpenAI-compatible server."};
+  CLI::App app{"kakeya: local LLM inference with lossless speculative decoding.\nRuns GGUF models (" +
+               kakeya::SupportedArchitectureNames() +
+               ") on the CPU,\nfrom the command line or as an OpenAI-compatible server."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kakeya 0.1.0");
   std::map<CLI::App*, kakeya::cli::Runner> runners;

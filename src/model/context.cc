@@ -303,8 +303,11 @@ void RunForward(Workspace& ws, std::span<const SequenceRows> batch) {
   b.experts_touched = 0;
   b.expert_bytes_read = 0;
   const Architecture& arch = model.architecture();
+  const bool last_row_only = batch.size() == 1 && n_logit_rows == 1 &&
+                             batch[0].sequence->options().unread_rows_fill_cache_only;
   for (int il = 0; il < hp.n_layer; ++il) {
     keep_taps(il);
+    if (il == hp.n_layer - 1 && last_row_only) pass.SetFeedForwardFirstRow(n - 1);
     arch.run_layer(pass, model.layers[il], il);
   }
   keep_taps(hp.n_layer);

@@ -37,6 +37,12 @@ struct ContextOptions {
   // The codec's types (kakeya4, kakeya3) go together, keys and values both.
   KvType cache_type_k = KvType::kF32;
   KvType cache_type_v = KvType::kF32;
+  // When a Forward() asks for the last row's logits only, the other rows run
+  // the last layer's attention (their keys and values) but not its
+  // feed-forward: their tap at n_layer is then not computed. For a drafter of
+  // one layer (MTP) that reads the last row alone: the rows catching up its
+  // cache no longer read their experts (ADR 0022).
+  bool unread_rows_fill_cache_only = false;
 };
 
 class Context;
@@ -90,7 +96,8 @@ class Context {
   // several drafters can ask for the same layer.
   void SetHiddenTaps(std::vector<int> layers);
   // F32 [hidden_width] (n_embd, or deepseek4's four streams): tap `layer` (one of SetHiddenTaps'), row i of this
-  // sequence's rows in the last forward (every row, whether it got logits or not).
+  // sequence's rows in the last forward (every row, whether it got logits or not; but see
+  // unread_rows_fill_cache_only).
   std::span<const float> tap(int layer, int i) const;
   const std::vector<int>& hidden_taps() const { return taps_; }
 

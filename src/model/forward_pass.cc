@@ -303,10 +303,11 @@ void Activate(FfnActivation act, float clamp, float* gate, const float* up, int6
 }  // namespace
 
 void ForwardPass::Ffn(const DenseFfn& f, FfnActivation act, const float* in, float* out) {
+  const int r0 = feed_forward_first_row_, n = n_rows_ - r0;
   const MatMulOutput gate_up[] = {{&f.gate, b_.gate.get()}, {&f.up, b_.up.get()}};
-  MatMulSharedInput(gate_up, in, n_rows_, b_.matmul.get(), pool_);
-  Activate(act, f.clamp, b_.gate.get(), b_.up.get(), int64_t(n_rows_) * f.n_ff());
-  MatMul(f.down, b_.gate.get(), n_rows_, out, b_.matmul.get(), pool_);
+  MatMulSharedInput(gate_up, in + size_t(r0) * f.gate.n_in, n, b_.matmul.get(), pool_);
+  Activate(act, f.clamp, b_.gate.get(), b_.up.get(), int64_t(n) * f.n_ff());
+  MatMul(f.down, b_.gate.get(), n, out + size_t(r0) * f.down.n_out, b_.matmul.get(), pool_);
 }
 
 namespace {
@@ -376,17 +377,20 @@ float Route(const MixtureOfExperts& m, TokenId token, float* logits, bool take_r
 // the router's order: the same bits whatever else is in the batch.
 void ForwardPass::Experts(const MixtureOfExperts& m, int il, FfnActivation act, const float* in,
                           const float* router_in, float* out) {
-  const int n = n_rows_, K = m.n_used, n_embd = model_.hparams().n_embd, n_ff = m.n_ff();
-  MatMul(m.router, router_in, n, b_.router_logits.get(), b_.matmul.get(), pool_);
+  const int r0 = feed_forward_first_row_, n = n_rows_ - r0;
+  const int K = m.n_used, n_embd = model_.hparams().n_embd, n_ff = m.n_ff();
+  in += size_t(r0) * n_embd;
+  out += size_t(r0) * n_embd;
+  MatMul(m.router, router_in + size_t(r0) * n_embd, n, b_.router_logits.get(), b_.matmul.get(), pool_);
   int* const chosen = b_.chosen_expert.get();
   float* const weight = b_.chosen_weight.get();
   for (int r = 0; r < n; ++r) {
     const bool take_runner_up =
-        std::find(b_.routing_overrides.begin(), b_.routing_overrides.end(), RoutingOverride{il, r}) !=
+        std::find(b_.routing_overrides.begin(), b_.routing_overrides.end(), RoutingOverride{il, r0 + r}) !=
         b_.routing_overrides.end();
-    b_.routing_margins.get()[size_t(il) * b_.max_rows + r] =
-        Route(m, b_.tokens.get()[r], b_.router_logits.get() + size_t(r) * m.n_expert, take_runner_up, chosen + r * K,
-              weight + r * K);
+    b_.routing_margins.get()[size_t(il) * b_.max_rows + r0 + r] =
+        Route(m, b_.tokens.get()[r0 + r], b_.router_logits.get() + size_t(r) * m.n_expert, take_runner_up,
+              chosen + r * K, weight + r * K);
   }
 
   // Expert e's rows go to slots first[e] .. first[e + 1] - 1.

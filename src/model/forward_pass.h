@@ -151,6 +151,11 @@ class ForwardPass {
   // q/k (and v) norms, RoPE, keys and values into the cache (unless the
   // layer reads another layer's), attention, output projection.
   void Attention(const Layer& layer, int il, const float* in, float* out);
+  // From here on, Ffn and Experts run on rows `first` .. n_rows - 1 only and
+  // leave the others' outputs unset: in a forward's last layer, rows that
+  // get no logits need only their keys and values (RunForward,
+  // ContextOptions::unread_rows_fill_cache_only).
+  void SetFeedForwardFirstRow(int first) { feed_forward_first_row_ = first; }
   // down(act(gate in) * up in).
   void Ffn(const DenseFfn& ffn, FfnActivation act, const float* in, float* out);
   // The mixture: route each row (router_in) to its experts, run every
@@ -188,6 +193,7 @@ class ForwardPass {
   std::span<const SequenceSlice> slices_;
   ThreadPool& pool_;
   int n_rows_;
+  int feed_forward_first_row_ = 0;
   // Hybrid's parts.
   void CompressBlocks(const Compressor& c, int il, const float* in, bool index);
   void SelectBlocks(const Layer& layer, int il, const float* in, const float* q_low_rank);

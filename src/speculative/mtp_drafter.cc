@@ -69,7 +69,8 @@ MtpDrafter::MtpDrafter(const Model& target, const std::string& sidecar_path, con
                                                           .max_batch = max_batch,
                                                           .n_threads = options_.n_threads,
                                                           .max_logit_rows = 1,
-                                                          .shared_pool = options_.shared_pool});
+                                                          .shared_pool = options_.shared_pool,
+                                                          .unread_rows_fill_cache_only = true});
   ctx_->SetHiddenTaps({1});  // the block's output, before the head norm
   // One Observe()'s rows, the h before them, and a bonus row whose token
   // comes later (Observe before the first Accept); rows left undecoded

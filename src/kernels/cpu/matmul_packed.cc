@@ -140,8 +140,12 @@ void PackedPortable(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
 // 2, 4, 16 KiB and 32 KiB ahead were no better. Into L1 (T0) for tiles of
 // 1-2 rows, into L2 (T1) above: measured on Zen 4 (1.25B Q8_0, 2 threads,
 // bench verify, alternating), T1 took 1 row from 21.3 to 26.9 ms but 8 rows
-// from 45.8 to 37.9 ms (4 rows 30.7 -> 28.7). ARM (prfm) takes the same
-// distances, not measured there.
+// from 45.8 to 37.9 ms (4 rows 30.7 -> 28.7). On an Intel Xeon (AVX-512
+// VNNI, matmul_bench on 1 GiB of Q8_0, 2 threads, roofline 30 GB/s), T1 was
+// the better hint at every row count: 1 row 38.1 -> 36.1 ms, 2 rows 45.6 ->
+// 37.0 ms (T0 at 2 rows left compute and memory in series), so x86 tiles
+// take T0 only on AMD (FewRowsIntoL1). ARM (prfm) takes the same distances as
+// AMD, not measured there.
 constexpr int kPrefetchAhead = 8192;
 template <WeightLayout kLayout, int kLocality>  // __builtin_prefetch's: 3 = T0 (L1), 2 = T1 (L2)
 HWY_INLINE void PrefetchAhead(const uint8_t* blk, const uint8_t* end) {
@@ -150,6 +154,19 @@ HWY_INLINE void PrefetchAhead(const uint8_t* blk, const uint8_t* end) {
 }
 template <int kRows>
 constexpr int kPrefetchLocality = kRows <= 2 ? 3 : 2;
+#endif
+
+#if HWY_ARCH_X86
+// Whether x86 tiles of 1-2 rows prefetch into L1 (above): on AMD, not on Intel.
+inline bool FewRowsIntoL1() {
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
+}
+template <WeightLayout kLayout, int kRows>
+HWY_INLINE void PrefetchAheadX86(const uint8_t* blk, const uint8_t* end, bool few_rows_into_l1) {
+  if (kRows <= 2 && few_rows_into_l1) return PrefetchAhead<kLayout, 3>(blk, end);
+  PrefetchAhead<kLayout, 2>(blk, end);
+}
 #endif
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -164,14 +181,15 @@ constexpr int kMaxTileRows = 8;
 
 template <WeightLayout kLayout, int kR>
 HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t* end, const ActQ8& a,
-                                             int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
+                                             int64_t nb, int64_t r0, bool few_rows_into_l1,
+                                             float (*out)[kGroupCols]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
   const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   __m512 acc[kR];
   for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * kP.bytes;
-    PrefetchAhead<kLayout, kPrefetchLocality<kR>>(blk, end);
+    PrefetchAheadX86<kLayout, kR>(blk, end, few_rows_into_l1);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const uint8_t* quants = blk + kP.quants;
     __m512i s[kR];
@@ -223,11 +241,12 @@ HWY_NOINLINE KAKEYA_VNNI void PackedTileVnni(const uint8_t* group, const uint8_t
 template <WeightLayout kLayout>
 void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t nb = job.w->n_in / kQK;
+  const bool few_rows_into_l1 = FewRowsIntoL1();
   ForEachPackedTile<kMaxTileRows>(
       job, col_begin, col_end, nb * Packed32Of(kLayout).bytes,
       [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
         WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
-          PackedTileVnni<kLayout, decltype(rows)::value>(group, end, job.q8, nb, r0, out);
+          PackedTileVnni<kLayout, decltype(rows)::value>(group, end, job.q8, nb, r0, few_rows_into_l1, out);
         });
       });
 }
@@ -247,7 +266,7 @@ constexpr int kMaxTileRows = 4;
 
 template <WeightLayout kLayout, int kR>
 HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int half, const ActQ8& a,
-                                 int64_t nb, int64_t r0, float (*out)[kGroupCols]) {
+                                 int64_t nb, int64_t r0, bool few_rows_into_l1, float (*out)[kGroupCols]) {
   constexpr Packed32 kP = Packed32Of(kLayout);
   const __m256i ones = _mm256_set1_epi16(1), bias = _mm256_set1_epi8(-128), low4 = _mm256_set1_epi8(0x0F);
   const __m256i bit4 = _mm256_set1_epi8(0x10);
@@ -255,7 +274,7 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
   for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * kP.bytes;
-    if (half == 0) PrefetchAhead<kLayout, kPrefetchLocality<kR>>(blk, end);
+    if (half == 0) PrefetchAheadX86<kLayout, kR>(blk, end, few_rows_into_l1);
     const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * half)));
     const uint8_t* quants = blk + kP.quants + 32 * half;
     __m256i isum[kR];
@@ -317,12 +336,14 @@ HWY_NOINLINE void PackedTileAvx2(const uint8_t* group, const uint8_t* end, int h
 template <WeightLayout kLayout>
 void PackedX86(const MatMulJob& job, int64_t col_begin, int64_t col_end) {
   const int64_t nb = job.w->n_in / kQK;
+  const bool few_rows_into_l1 = FewRowsIntoL1();
   ForEachPackedTile<kMaxTileRows>(
       job, col_begin, col_end, nb * Packed32Of(kLayout).bytes,
       [&](const uint8_t* group, const uint8_t* end, int64_t r0, int n, float (*out)[kGroupCols]) HWY_ATTR {
         WithRowCount<kMaxTileRows>(n, [&](auto rows) HWY_ATTR {
           for (int half = 0; half < 2; ++half) {
-            PackedTileAvx2<kLayout, decltype(rows)::value>(group, end, half, job.q8, nb, r0, out);
+            PackedTileAvx2<kLayout, decltype(rows)::value>(group, end, half, job.q8, nb, r0, few_rows_into_l1,
+                                                          out);
           }
         });
       });
