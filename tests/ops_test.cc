@@ -5,7 +5,8 @@
 // exponentials underflow; several rows per call give each row the bits it
 // gets alone. GeluMul bit for bit against ggml's definition, written out per
 // element here, over a sample of every float bit pattern; RmsNorm and SiluMul
-// against float64. Each test runs on every CPU target this machine supports
+// against float64; DotEach and WeightedSum in their documented order, bit for
+// bit. Each test runs on every CPU target this machine supports
 // (the operations follow the MatMul target), and every operation must give
 // every target the same bits (ADR 0014).
 #include "kernels/cpu/attention.h"
@@ -270,6 +271,57 @@ TEST(SiluMulTest, MatchesFloat64AndIsElementwise) {
         std::vector<float> shifted(n - 1);
         SiluMul(gate.data() + 1, up.data() + 1, n - 1, shifted.data());
         ASSERT_EQ(0, std::memcmp(shifted.data(), out.data() + 1, (n - 1) * sizeof(float))) << n;
+      }
+    }
+  });
+}
+
+// DotEach and WeightedSum (deepseek4's attention: keys are the values) in the
+// order their comment gives, written out per element here: a dot is 16 lane
+// sums over the vectors in order, added in SumLanes' tree (lane l + 8, then +
+// 4, + 2, + 1), then the tail in order; a weighted sum adds the rows in
+// order. Row counts and widths with and without the kernels' groups of 4 and
+// their tails; float64 bounds the rounding.
+TEST(DotEachTest, MatchesTheDocumentedOrderBitForBitAndFloat64) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> q(512 + 13), w(11), keys(11 * q.size());
+  for (float& v : q) v = normal(rng);
+  for (float& v : w) v = normal(rng);
+  for (float& v : keys) v = normal(rng);
+  OnEveryCpuTarget([&] {
+    for (int dim : {13, 64, 512, 512 + 13}) {
+      for (int n : {1, 3, 4, 7, 11}) {
+        SCOPED_TRACE("dim " + std::to_string(dim) + ", rows " + std::to_string(n));
+        std::vector<const float*> rows(n);
+        for (int j = 0; j < n; ++j) rows[j] = keys.data() + size_t(j) * q.size();
+        std::vector<float> dots(n), sums(dim);
+        DotEach(q.data(), rows.data(), n, dim, dots.data());
+        WeightedSum(w.data(), rows.data(), n, dim, sums.data());
+        for (int j = 0; j < n; ++j) {
+          float lane[16] = {};
+          const int vectors = dim / 16;
+          for (int c = 0; c < vectors; ++c) {
+            for (int l = 0; l < 16; ++l) lane[l] += q[16 * c + l] * rows[j][16 * c + l];
+          }
+          for (int half = 8; half >= 1; half /= 2) {
+            for (int l = 0; l < half; ++l) lane[l] += lane[l + half];
+          }
+          float want = lane[0];
+          double exact = 0;
+          for (int i = 16 * vectors; i < dim; ++i) want += q[i] * rows[j][i];
+          for (int i = 0; i < dim; ++i) exact += double(q[i]) * rows[j][i];
+          EXPECT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(dots[j])) << "dot " << j;
+          EXPECT_NEAR(dots[j], exact, 1e-5 * dim);
+        }
+        for (int i = 0; i < dim; ++i) {
+          float want = 0.0f;
+          double exact = 0;
+          for (int j = 0; j < n; ++j) want += w[j] * rows[j][i];
+          for (int j = 0; j < n; ++j) exact += double(w[j]) * rows[j][i];
+          ASSERT_EQ(std::bit_cast<uint32_t>(want), std::bit_cast<uint32_t>(sums[i])) << "element " << i;
+          ASSERT_NEAR(sums[i], exact, 1e-5 * n);
+        }
       }
     }
   });

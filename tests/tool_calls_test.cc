@@ -296,6 +296,21 @@ TEST(ToolCallParse, DeeplyNestedArgumentsStayContent) {
                                   SyntaxOf("qwen3"), kTools).calls.size(), 1u);
 }
 
+// A model's bytes need not be UTF-8: strings in Gemma's syntax and GLM's bare
+// values become U+FFFD in the arguments' JSON (the fuzzer found Gemma's
+// throwing from nlohmann's dump).
+TEST(ToolCallParse, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  const auto gemma = ToolCallParser::Parse("<|tool_call>call:get_weather{city:<|\"|>Pa\xC6\xC6ris<|\"|>}<tool_call|>",
+                                           SyntaxOf("gemma4"), kTools);
+  ASSERT_EQ(gemma.calls.size(), 1u);
+  EXPECT_EQ(gemma.calls[0].arguments, "{\"city\":\"Pa\xEF\xBF\xBD\xEF\xBF\xBDris\"}");
+  const auto glm = ToolCallParser::Parse(
+      "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>\xFF</arg_value>\n</tool_call>", SyntaxOf("glm4.5"),
+      kTools);
+  ASSERT_EQ(glm.calls.size(), 1u);
+  EXPECT_EQ(glm.calls[0].arguments, "{\"city\":\"\xEF\xBF\xBD\"}");
+}
+
 ParsedToolReply Streamed(const Case& c, const std::vector<size_t>& cuts) {
   ToolCallParser parser(SyntaxOf(c.family), kTools);
   ParsedToolReply all;

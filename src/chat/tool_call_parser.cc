@@ -199,6 +199,13 @@ ordered_json RawValue(const std::string& value, const ordered_json& tools, const
   return v.is_discarded() ? ordered_json(value) : v;
 }
 
+// A call's arguments as JSON text. Strings read from the model's own syntax
+// (Gemma's, bare key-value ones) may hold bytes that are not UTF-8: they
+// become U+FFFD, as in the reply's text, instead of failing the reply.
+std::string ArgumentsText(const ordered_json& arguments) {
+  return arguments.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
 std::optional<ToolCall> JsonObjectCall(std::string_view body, const ToolCallSyntax& syntax) {
   const auto j = JsonObject(Trim(body));
   if (!j) return std::nullopt;
@@ -218,7 +225,7 @@ std::optional<ToolCall> JsonObjectCall(std::string_view body, const ToolCallSynt
       return std::nullopt;
     }
   }
-  return ToolCall{{}, name->get<std::string>(), arguments.dump()};
+  return ToolCall{{}, name->get<std::string>(), ArgumentsText(arguments)};
 }
 
 std::optional<ToolCall> NameThenJsonCall(std::string_view body, const ToolCallSyntax& syntax) {
@@ -227,7 +234,7 @@ std::optional<ToolCall> NameThenJsonCall(std::string_view body, const ToolCallSy
   const std::string name(Trim(body.substr(0, sep)));
   const auto args = JsonObject(Trim(body.substr(sep + syntax.name_end.size())));
   if (!PlausibleName(name) || !args) return std::nullopt;
-  return ToolCall{{}, name, args->dump()};
+  return ToolCall{{}, name, ArgumentsText(*args)};
 }
 
 std::optional<ToolCall> KeyValuesCall(std::string_view body, const ToolCallSyntax& syntax, const ordered_json& tools) {
@@ -249,7 +256,7 @@ std::optional<ToolCall> KeyValuesCall(std::string_view body, const ToolCallSynta
     // The template writes strings bare and everything else as JSON.
     arguments[key] = RawValue(value, tools, name, key);
   }
-  return ToolCall{{}, name, arguments.dump()};
+  return ToolCall{{}, name, ArgumentsText(arguments)};
 }
 
 std::optional<ToolCall> GemmaCall(std::string_view body, const ToolCallSyntax& syntax) {
@@ -261,7 +268,7 @@ std::optional<ToolCall> GemmaCall(std::string_view body, const ToolCallSyntax& s
   const std::string name(Trim(body.substr(0, brace)));
   const auto args = GemmaReader(body.substr(brace), syntax.string_quote).Object();
   if (!PlausibleName(name) || !args) return std::nullopt;
-  return ToolCall{{}, name, args->dump()};
+  return ToolCall{{}, name, ArgumentsText(*args)};
 }
 
 std::optional<ToolCall> XmlFunctionCall(std::string_view body, const ToolCallSyntax& syntax, const ordered_json& tools) {
@@ -294,7 +301,7 @@ std::optional<ToolCall> XmlFunctionCall(std::string_view body, const ToolCallSyn
     arguments[key] = RawValue(std::string(value), tools, name, key);
     i = value_end + syntax.value_close.size();
   }
-  return ToolCall{{}, name, arguments.dump()};
+  return ToolCall{{}, name, ArgumentsText(arguments)};
 }
 
 std::optional<ToolCall> ParseCallBody(std::string_view body, const ToolCallSyntax& syntax, const ordered_json& tools) {

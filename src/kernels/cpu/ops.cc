@@ -174,25 +174,47 @@ static inline __attribute__((always_inline)) void SiluMulBody(const float* gate,
   std::memcpy(out + i, &y, (n - i) * sizeof(float));
 }
 
-// 16 running sums added in SumLanes' tree, the tail after it in order: the
-// same bits on every ISA.
-static inline __attribute__((always_inline)) void DotEachBody(const float* q, const float* const* rows, int n,
-                                                              int dim, float* out) {
-  for (int j = 0; j < n; ++j) {
-    const float* r = rows[j];
-    Float16x acc = {};
-    int i = 0;
-    for (; i + kLanes <= dim; i += kLanes) acc += Load16(q + i) * Load16(r + i);
-    float sum = SumLanes(acc);
-    for (; i < dim; ++i) sum += q[i] * r[i];
-    out[j] = sum;
+// Per row: 16 running sums added in SumLanes' tree, the tail after it in
+// order: the same bits on every ISA. kRows rows at once, each with its own
+// sums: one row's chain of dependent adds (32 for deepseek4's 512 dims) left
+// the adder waiting.
+template <int kRows>
+static inline __attribute__((always_inline)) void DotRows(const float* q, const float* const* rows, int dim,
+                                                          float* out) {
+  Float16x acc[kRows] = {};
+  int i = 0;
+  for (; i + kLanes <= dim; i += kLanes) {
+    const Float16x x = Load16(q + i);
+    for (int k = 0; k < kRows; ++k) acc[k] += x * Load16(rows[k] + i);
+  }
+  for (int k = 0; k < kRows; ++k) {
+    float sum = SumLanes(acc[k]);
+    for (int t = i; t < dim; ++t) sum += q[t] * rows[k][t];
+    out[k] = sum;
   }
 }
 
-// Each element summed over the rows in order, a chunk of 16 at a time.
+static inline __attribute__((always_inline)) void DotEachBody(const float* q, const float* const* rows, int n,
+                                                              int dim, float* out) {
+  int j = 0;
+  for (; j + 4 <= n; j += 4) DotRows<4>(q, rows + j, dim, out + j);
+  for (; j < n; ++j) DotRows<1>(q, rows + j, dim, out + j);
+}
+
+// Each element summed over the rows in order, a chunk of 16 at a time; four
+// chunks at once, each with its own sum (one chunk's chain over the rows
+// left the adder waiting, as in DotEach).
 static inline __attribute__((always_inline)) void WeightedSumBody(const float* w, const float* const* rows, int n,
                                                                   int dim, float* out) {
   int i = 0;
+  for (; i + 4 * kLanes <= dim; i += 4 * kLanes) {
+    Float16x acc[4] = {};
+    for (int j = 0; j < n; ++j) {
+      const Float16x wj = Splat<Float16x>(w[j]);
+      for (int c = 0; c < 4; ++c) acc[c] += wj * Load16(rows[j] + i + c * kLanes);
+    }
+    std::memcpy(out + i, acc, sizeof acc);
+  }
   for (; i + kLanes <= dim; i += kLanes) {
     Float16x acc = {};
     for (int j = 0; j < n; ++j) acc += Splat<Float16x>(w[j]) * Load16(rows[j] + i);
