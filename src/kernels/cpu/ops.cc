@@ -201,25 +201,25 @@ static inline __attribute__((always_inline)) void DotEachBody(const float* q, co
   for (; j < n; ++j) DotRows<1>(q, rows + j, dim, out + j);
 }
 
-// Each element summed over the rows in order, a chunk of 16 at a time; four
-// chunks at once, each with its own sum (one chunk's chain over the rows
-// left the adder waiting, as in DotEach).
+// Each element summed over the rows in order, a chunk of 16 at a time;
+// kChunks chunks at once, each with its own sum (one chunk's chain over the
+// rows left the adder waiting, as in DotRows).
+template <int kChunks>
+static inline __attribute__((always_inline)) void WeightedChunks(const float* w, const float* const* rows, int n,
+                                                                 int i, float* out) {
+  Float16x acc[kChunks] = {};
+  for (int j = 0; j < n; ++j) {
+    const Float16x wj = Splat<Float16x>(w[j]);
+    for (int c = 0; c < kChunks; ++c) acc[c] += wj * Load16(rows[j] + i + c * kLanes);
+  }
+  std::memcpy(out + i, acc, sizeof acc);
+}
+
 static inline __attribute__((always_inline)) void WeightedSumBody(const float* w, const float* const* rows, int n,
                                                                   int dim, float* out) {
   int i = 0;
-  for (; i + 4 * kLanes <= dim; i += 4 * kLanes) {
-    Float16x acc[4] = {};
-    for (int j = 0; j < n; ++j) {
-      const Float16x wj = Splat<Float16x>(w[j]);
-      for (int c = 0; c < 4; ++c) acc[c] += wj * Load16(rows[j] + i + c * kLanes);
-    }
-    std::memcpy(out + i, acc, sizeof acc);
-  }
-  for (; i + kLanes <= dim; i += kLanes) {
-    Float16x acc = {};
-    for (int j = 0; j < n; ++j) acc += Splat<Float16x>(w[j]) * Load16(rows[j] + i);
-    std::memcpy(out + i, &acc, sizeof acc);
-  }
+  for (; i + 4 * kLanes <= dim; i += 4 * kLanes) WeightedChunks<4>(w, rows, n, i, out);
+  for (; i + kLanes <= dim; i += kLanes) WeightedChunks<1>(w, rows, n, i, out);
   for (; i < dim; ++i) {
     float sum = 0.0f;
     for (int j = 0; j < n; ++j) sum += w[j] * rows[j][i];
